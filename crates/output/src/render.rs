@@ -1,0 +1,302 @@
+//! Rendering a run's output and result text for a model.
+
+use std::time::Duration;
+
+use crate::sanitize::sanitize;
+
+/// A run's output rendered as text, with what it shows of the raw stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RenderedOutput {
+    /// Sanitized text: the whole output, or head, elision marker and tail.
+    pub body: String,
+    /// Raw bytes represented in `body`.
+    pub shown_bytes: u64,
+    /// Raw lines represented in `body`.
+    pub shown_lines: u64,
+    /// Lines of the head shown (the first `head_lines` lines of the stream).
+    pub head_lines: u64,
+    /// Raw offset where the shown tail starts (the total when nothing is elided).
+    pub tail_offset: u64,
+    /// Raw bytes left out.
+    pub elided_bytes: u64,
+    /// Raw lines left out.
+    pub elided_lines: u64,
+    /// Total lines of the stream.
+    pub total_lines: u64,
+}
+
+impl RenderedOutput {
+    /// Whether part of the output is left out.
+    pub fn truncated(&self) -> bool {
+        self.elided_bytes > 0
+    }
+
+    /// The notice pointing at the full output, for a truncated rendering:
+    /// `[Showing lines 1-H and T-Z of Z; N middle lines (S) elided. Read artifact://<id> for full output]`.
+    /// `artifact` is the artifact id, or `Err(reason)` when it could not be written.
+    pub fn truncation_notice(&self, artifact: Result<&str, &str>) -> Option<String> {
+        if !self.truncated() {
+            return None;
+        }
+        let tail_lines = self.shown_lines - self.head_lines;
+        let first_tail_line = self.total_lines.saturating_sub(tail_lines) + 1;
+        let pointer = match artifact {
+            Ok(id) => format!("Read artifact://{id} for full output"),
+            Err(reason) => format!("Full output unavailable: {reason}"),
+        };
+        Some(format!(
+            "[Showing lines 1-{} and {}-{} of {}; {} middle lines ({}) elided. {pointer}]",
+            self.head_lines,
+            first_tail_line,
+            self.total_lines,
+            self.total_lines,
+            self.elided_lines,
+            format_size(self.elided_bytes),
+        ))
+    }
+}
+
+/// Renders raw output held as a head (stream bytes `0..head.len()`) and a tail
+/// (stream bytes from `tail_offset`). When they meet, the whole output is
+/// shown. Otherwise the head is cut back to its last line break, the tail starts
+/// at its first line break, and the middle becomes `[…<N>ln elided…]` (or
+/// `[…<B>B elided…]` when at most one line is left out).
+pub fn render_output(
+    head: &[u8],
+    tail: &[u8],
+    tail_offset: u64,
+    total_newlines: u64,
+    max_columns: usize,
+) -> RenderedOutput {
+    let total = tail_offset + tail.len() as u64;
+    let ends_unterminated = match (tail.last(), head.last()) {
+        (Some(b), _) => *b != b'\n',
+        (None, Some(b)) if tail_offset == head.len() as u64 => *b != b'\n',
+        _ => false,
+    };
+    let total_lines = total_newlines + u64::from(ends_unterminated);
+    if tail_offset <= head.len() as u64 {
+        let mut bytes = head.to_vec();
+        let overlap = (head.len() as u64 - tail_offset) as usize;
+        bytes.extend_from_slice(tail.get(overlap..).unwrap_or_default());
+        return RenderedOutput {
+            body: sanitize(&bytes, max_columns),
+            shown_bytes: total,
+            shown_lines: total_lines,
+            head_lines: total_lines,
+            tail_offset: total,
+            elided_bytes: 0,
+            elided_lines: 0,
+            total_lines,
+        };
+    }
+    let head_cut = match memchr::memrchr(b'\n', head) {
+        Some(pos) => pos + 1,
+        None => head.len(),
+    };
+    let shown_head = &head[..head_cut];
+    let tail_start = match memchr::memchr(b'\n', tail) {
+        Some(pos) if pos + 1 < tail.len() => pos + 1,
+        _ => tail
+            .iter()
+            .take(3)
+            .take_while(|b| (0x80..0xC0).contains(*b))
+            .count(),
+    };
+    let shown_tail = &tail[tail_start..];
+    let head_newlines = memchr::memchr_iter(b'\n', shown_head).count() as u64;
+    let tail_newlines = memchr::memchr_iter(b'\n', shown_tail).count() as u64;
+    let head_lines = head_newlines + u64::from(shown_head.last().is_some_and(|b| *b != b'\n'));
+    let tail_lines = tail_newlines + u64::from(ends_unterminated && !shown_tail.is_empty());
+    let shown_tail_offset = tail_offset + tail_start as u64;
+    let elided_bytes = shown_tail_offset - head_cut as u64;
+    let elided_lines = total_newlines.saturating_sub(head_newlines + tail_newlines);
+
+    let mut body = sanitize(shown_head, max_columns);
+    if !body.is_empty() && !body.ends_with('\n') {
+        body.push('\n');
+    }
+    if elided_lines > 1 {
+        body.push_str(&format!("[…{elided_lines}ln elided…]\n"));
+    } else {
+        body.push_str(&format!("[…{elided_bytes}B elided…]\n"));
+    }
+    body.push_str(&sanitize(shown_tail, max_columns));
+    RenderedOutput {
+        body,
+        shown_bytes: head_cut as u64 + shown_tail.len() as u64,
+        shown_lines: head_lines + tail_lines,
+        head_lines,
+        tail_offset: shown_tail_offset,
+        elided_bytes,
+        elided_lines,
+        total_lines,
+    }
+}
+
+/// `[Command timed out after N seconds]`, the first line of a timed-out result.
+pub fn timeout_notice(seconds: u64) -> String {
+    format!("[Command timed out after {seconds} seconds]")
+}
+
+/// The pieces of a result's model-facing text.
+#[derive(Clone, Debug, Default)]
+pub struct ResultTextParts<'a> {
+    /// The rendered output body.
+    pub body: &'a str,
+    /// The deadline, in seconds, when it fired.
+    pub timed_out_after_secs: Option<u64>,
+    /// How long the run took.
+    pub wall_time: Duration,
+    /// Notice lines (timeout clamping, shell restarts, ...).
+    pub notices: &'a [String],
+    /// The exit code, if known.
+    pub exit_code: Option<i32>,
+    /// The truncation notice, if the output was truncated.
+    pub truncation_notice: Option<&'a str>,
+}
+
+/// Lays out a result as the reference tool does:
+///
+/// ```text
+/// [Command timed out after N seconds]     (only on timeout)
+/// <output, or "(no output)">
+///
+/// Wall time: <s> seconds
+/// <notices, one per line>
+///
+/// Command exited with code <n>            (only for a non-zero exit)
+///
+/// [Showing lines ... Read artifact://<id> for full output]   (only when truncated)
+/// ```
+pub fn result_text(parts: &ResultTextParts<'_>) -> String {
+    let mut text = String::with_capacity(parts.body.len() + 128);
+    if let Some(seconds) = parts.timed_out_after_secs {
+        text.push_str(&timeout_notice(seconds));
+        text.push('\n');
+    }
+    let body = parts.body.trim_end_matches('\n');
+    text.push_str(if body.is_empty() { "(no output)" } else { body });
+    text.push_str(&format!(
+        "\n\nWall time: {:.2} seconds",
+        parts.wall_time.as_secs_f64()
+    ));
+    for notice in parts.notices {
+        text.push('\n');
+        text.push_str(notice);
+    }
+    if let Some(code) = parts.exit_code.filter(|code| *code != 0) {
+        text.push_str(&format!("\n\nCommand exited with code {code}"));
+    }
+    if let Some(notice) = parts.truncation_notice {
+        text.push_str("\n\n");
+        text.push_str(notice);
+    }
+    text
+}
+
+/// `512B`, `80KB`, `3.4MB`.
+fn format_size(bytes: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * 1024;
+    if bytes < KIB {
+        format!("{bytes}B")
+    } else if bytes < MIB {
+        format!("{}KB", bytes.div_ceil(KIB))
+    } else {
+        format!("{:.1}MB", bytes as f64 / MIB as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::HeadTail;
+
+    fn render(buf: &HeadTail) -> RenderedOutput {
+        render_output(
+            buf.head(),
+            &buf.tail_vec(),
+            buf.tail_offset(),
+            buf.newlines(),
+            768,
+        )
+    }
+
+    #[test]
+    fn whole_output_when_it_fits() {
+        let mut buf = HeadTail::new(8, 8);
+        buf.push(b"one\ntwo\nthree");
+        let out = render(&buf);
+        assert_eq!(out.body, "one\ntwo\nthree");
+        assert_eq!(
+            (out.total_lines, out.shown_lines, out.elided_bytes),
+            (3, 3, 0)
+        );
+        assert!(!out.truncated());
+        assert_eq!(out.truncation_notice(Ok("job_x")), None);
+    }
+
+    #[test]
+    fn head_marker_tail_at_line_boundaries() {
+        let mut buf = HeadTail::new(10, 10);
+        let text: String = (1..=100).map(|i| format!("{i}\n")).collect();
+        buf.push(text.as_bytes());
+        let out = render(&buf);
+        // Head "1\n2\n3\n4\n5\n" is exactly 10 bytes; tail is the last 10 bytes "\n99\n100\n"...
+        assert!(out.body.starts_with("1\n2\n3\n4\n5\n[…"), "{}", out.body);
+        assert!(out.body.ends_with("99\n100\n"), "{}", out.body);
+        assert_eq!(out.total_lines, 100);
+        assert_eq!(out.head_lines, 5);
+        assert_eq!(out.shown_lines, 7);
+        assert_eq!(out.elided_lines, 93);
+        assert!(out.body.contains("[…93ln elided…]"));
+        assert_eq!(
+            out.truncation_notice(Ok("job_x")).unwrap(),
+            format!(
+                "[Showing lines 1-5 and 99-100 of 100; 93 middle lines ({}B) elided. Read artifact://job_x for full output]",
+                out.elided_bytes
+            )
+        );
+        assert_eq!(out.shown_bytes + out.elided_bytes, text.len() as u64);
+    }
+
+    #[test]
+    fn one_giant_line_uses_the_byte_marker() {
+        let mut buf = HeadTail::new(10, 10);
+        buf.push(&[b'x'; 1000]);
+        let out = render(&buf);
+        assert_eq!(
+            out.body,
+            format!("{}\n[…980B elided…]\n{}", "x".repeat(10), "x".repeat(10))
+        );
+        assert_eq!(out.total_lines, 1);
+    }
+
+    #[test]
+    fn result_text_layout() {
+        let notices =
+            vec!["Timeout clamped to 3600s (requested 9999s; allowed range 1-3600s).".to_owned()];
+        let text = result_text(&ResultTextParts {
+            body: "hello\n",
+            wall_time: Duration::from_millis(1234),
+            notices: &notices,
+            exit_code: Some(2),
+            ..Default::default()
+        });
+        assert_eq!(
+            text,
+            "hello\n\nWall time: 1.23 seconds\nTimeout clamped to 3600s (requested 9999s; allowed range 1-3600s).\n\nCommand exited with code 2"
+        );
+        let text = result_text(&ResultTextParts {
+            body: "",
+            timed_out_after_secs: Some(1),
+            wall_time: Duration::from_millis(1000),
+            ..Default::default()
+        });
+        assert_eq!(
+            text,
+            "[Command timed out after 1 seconds]\n(no output)\n\nWall time: 1.00 seconds"
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! Request policy: pure functions that validate and shape a [`RunRequest`]
+//! before anything runs. No I/O beyond what a rule names (cwd resolution
+//! `stat`s the directory it resolves).
+//!
+//! ```
+//! use shellvisor_policy::{is_valid_env_name, resolve_timeout};
+//! use shellvisor_protocol::TimeoutConfig;
+//!
+//! assert!(is_valid_env_name("MY_VAR"));
+//! assert!(!is_valid_env_name("1VAR"));
+//! let decision = resolve_timeout(Some(7200), &TimeoutConfig::default());
+//! assert_eq!(
+//!     decision.notice.as_deref(),
+//!     Some("Timeout clamped to 3600s (requested 7200s; allowed range 1-3600s).")
+//! );
+//! ```
+//!
+//! [`RunRequest`]: shellvisor_protocol::RunRequest
+
+mod cwd;
+mod env;
+mod timeout;
+
+pub use cwd::resolve_cwd;
+pub use env::NON_INTERACTIVE_ENV;
+pub use env::base_env;
+pub use env::is_reserved_env_name;
+pub use env::is_valid_env_name;
+pub use env::validate_command;
+pub use env::validate_env;
+pub use timeout::TimeoutDecision;
+pub use timeout::resolve_timeout;

@@ -1,0 +1,190 @@
+//! Runtime configuration, with the defaults of the reference tool.
+//!
+//! Every field has a default, so an empty TOML file (or `Config::default()`) is a
+//! complete configuration. Durations are integers with their unit in the name.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::Serialize;
+
+/// The whole runtime configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// How shells are started.
+    pub shell: ShellConfig,
+    /// Deadlines and kill escalation.
+    pub timeouts: TimeoutConfig,
+    /// Output buffering, spill and streaming.
+    pub output: OutputConfig,
+    /// Shell restart budget.
+    pub restart: RestartConfig,
+    /// Job retention.
+    pub jobs: JobsConfig,
+    /// Directory for the runtime's private files (command scripts, FIFOs).
+    /// Default: a fresh `shellvisor-<random>` directory (mode 0700) under
+    /// `$XDG_RUNTIME_DIR`, `/dev/shm`, or the temporary directory, removed at shutdown.
+    pub runtime_dir: Option<PathBuf>,
+    /// Directory for output artifacts. Default: `artifacts/` inside the
+    /// runtime directory (so removed at shutdown); set it to keep artifacts.
+    pub artifacts_dir: Option<PathBuf>,
+}
+
+/// How each session's shell is started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShellConfig {
+    /// The bash executable (looked up on `PATH` when not absolute).
+    pub program: PathBuf,
+    /// Start shells with the runtime's own environment (minus the reserved
+    /// names). When false, shells start with only `PATH`, `HOME` and the
+    /// non-interactive variables.
+    pub inherit_env: bool,
+    /// Extra variables for every shell, applied over the inherited environment.
+    pub env: BTreeMap<String, String>,
+    /// Initial working directory of new sessions. Default: the runtime's
+    /// current directory.
+    pub cwd: Option<PathBuf>,
+    /// How long a new shell may take to become ready, in milliseconds.
+    pub startup_timeout_ms: u64,
+}
+
+impl Default for ShellConfig {
+    fn default() -> Self {
+        Self {
+            program: PathBuf::from("bash"),
+            inherit_env: true,
+            env: BTreeMap::new(),
+            cwd: None,
+            startup_timeout_ms: 10_000,
+        }
+    }
+}
+
+impl ShellConfig {
+    /// [`ShellConfig::startup_timeout_ms`] as a `Duration`.
+    pub fn startup_timeout(&self) -> Duration {
+        Duration::from_millis(self.startup_timeout_ms)
+    }
+}
+
+/// Deadlines.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimeoutConfig {
+    /// Deadline of a run that names none, in seconds.
+    pub default_secs: u64,
+    /// Smallest deadline accepted; smaller requests are clamped up.
+    pub min_secs: u64,
+    /// Largest deadline accepted; larger requests are clamped down.
+    pub max_secs: u64,
+    /// Time between SIGTERM and SIGKILL when a run's process tree is killed, in ms.
+    pub kill_grace_ms: u64,
+}
+
+impl Default for TimeoutConfig {
+    fn default() -> Self {
+        Self {
+            default_secs: 300,
+            min_secs: 1,
+            max_secs: 3600,
+            kill_grace_ms: 500,
+        }
+    }
+}
+
+impl TimeoutConfig {
+    /// [`TimeoutConfig::kill_grace_ms`] as a `Duration`.
+    pub fn kill_grace(&self) -> Duration {
+        Duration::from_millis(self.kill_grace_ms)
+    }
+}
+
+/// Output buffering and streaming.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutputConfig {
+    /// Bytes kept from the start of the output.
+    pub head_bytes: usize,
+    /// Bytes kept from the end of the output.
+    pub tail_bytes: usize,
+    /// Longest line shown to a model, in bytes; longer lines end with `…`.
+    pub max_columns: usize,
+    /// Streaming subscribers receive output coalesced over this many ms.
+    pub stream_throttle_ms: u64,
+    /// Largest single streamed output event, in bytes.
+    pub stream_max_event_bytes: usize,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        Self {
+            head_bytes: 20 * 1024,
+            tail_bytes: 50 * 1024,
+            max_columns: 768,
+            stream_throttle_ms: 50,
+            stream_max_event_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// The shell restart budget: more than `max_restarts` failed starts within
+/// `window_secs` make the session report `shell_unavailable` instead of spinning.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RestartConfig {
+    /// Failures allowed within the window.
+    pub max_restarts: u32,
+    /// The window, in seconds.
+    pub window_secs: u64,
+}
+
+impl Default for RestartConfig {
+    fn default() -> Self {
+        Self {
+            max_restarts: 5,
+            window_secs: 30,
+        }
+    }
+}
+
+/// How long finished jobs are kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JobsConfig {
+    /// Seconds a finished job (its status and output) stays readable.
+    pub retention_secs: u64,
+    /// Finished jobs kept per session; the oldest are evicted first.
+    pub max_retained_per_session: usize,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        Self {
+            retention_secs: 300,
+            max_retained_per_session: 64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_toml_is_the_default_config() {
+        let config: Config = toml::from_str("").unwrap();
+        assert_eq!(config, Config::default());
+    }
+
+    #[test]
+    fn toml_overrides_single_fields_and_rejects_unknown_ones() {
+        let config: Config = toml::from_str("[timeouts]\ndefault_secs = 30\n").unwrap();
+        assert_eq!(config.timeouts.default_secs, 30);
+        assert_eq!(config.timeouts.max_secs, 3600);
+        assert!(toml::from_str::<Config>("[timeouts]\ndefault = 30\n").is_err());
+    }
+}

@@ -1,0 +1,222 @@
+//! Errors with stable machine-readable codes.
+
+use serde::Deserialize;
+use serde::Serialize;
+
+/// Result alias for shellvisor operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Stable, machine-readable error codes (snake_case on the wire). Hosts match on
+/// these, never on message text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The request is malformed (see the message).
+    InvalidRequest,
+    /// An `env` key does not match `^[A-Za-z_][A-Za-z0-9_]*$`.
+    InvalidEnvName,
+    /// An `env` key is reserved by the runtime (it would weaken the shell).
+    ReservedEnvName,
+    /// The working directory does not exist or is not a directory.
+    InvalidCwd,
+    /// The session's shell keeps failing to start; its restart budget is spent.
+    ShellUnavailable,
+    /// A process could not be started.
+    SpawnFailed,
+    /// No such session.
+    SessionNotFound,
+    /// No such job in this session.
+    JobNotFound,
+    /// The requested output range is no longer available.
+    OutputUnavailable,
+    /// The runtime or session is shutting down.
+    ShuttingDown,
+    /// An internal actor stopped before it could answer.
+    ActorGone,
+    /// An operating-system error.
+    Io,
+}
+
+impl ErrorCode {
+    /// The wire name of the code, such as `shell_unavailable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::InvalidEnvName => "invalid_env_name",
+            ErrorCode::ReservedEnvName => "reserved_env_name",
+            ErrorCode::InvalidCwd => "invalid_cwd",
+            ErrorCode::ShellUnavailable => "shell_unavailable",
+            ErrorCode::SpawnFailed => "spawn_failed",
+            ErrorCode::SessionNotFound => "session_not_found",
+            ErrorCode::JobNotFound => "job_not_found",
+            ErrorCode::OutputUnavailable => "output_unavailable",
+            ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::ActorGone => "actor_gone",
+            ErrorCode::Io => "io",
+        }
+    }
+}
+
+/// Everything that can go wrong in a shellvisor call. Each variant maps to one
+/// [`ErrorCode`]; the `Display` text is meant for people and models.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Returned by validation: a malformed request. Retrying the same request fails again.
+    #[error("{message}")]
+    InvalidRequest {
+        /// What is wrong.
+        message: String,
+    },
+    /// Returned by validation: an `env` key is not a valid name.
+    #[error("Invalid bash env name: {name}")]
+    InvalidEnvName {
+        /// The offending key.
+        name: String,
+    },
+    /// Returned by validation: an `env` key the runtime keeps for itself.
+    #[error("Bash env name is reserved by the runtime: {name}")]
+    ReservedEnvName {
+        /// The offending key.
+        name: String,
+    },
+    /// Returned by validation: the working directory does not exist.
+    #[error("Working directory does not exist: {path}")]
+    CwdNotFound {
+        /// The absolute path that was checked.
+        path: String,
+    },
+    /// Returned by validation: the working directory is not a directory.
+    #[error("Working directory is not a directory: {path}")]
+    CwdNotDirectory {
+        /// The absolute path that was checked.
+        path: String,
+    },
+    /// Returned by a session whose shell failed to start too often within the
+    /// restart window. A retry after the window may succeed.
+    #[error(
+        "shell_unavailable: the shell of session {session} failed {restarts} times within {window_secs} s; not restarting until the window passes"
+    )]
+    ShellUnavailable {
+        /// The session.
+        session: String,
+        /// Failures counted in the window.
+        restarts: u32,
+        /// The window, in seconds.
+        window_secs: u64,
+    },
+    /// A process (usually the shell) could not be started.
+    #[error("failed to start {what}: {message}")]
+    Spawn {
+        /// What was being started.
+        what: String,
+        /// The operating system's reason.
+        message: String,
+    },
+    /// No session with this id exists.
+    #[error("session not found: {id}")]
+    SessionNotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// No job with this id exists in the calling session (jobs of other
+    /// sessions look exactly like this).
+    #[error("job not found: {id}")]
+    JobNotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// The byte range asked for is no longer held (not in memory and no
+    /// artifact could be written).
+    #[error("output unavailable: {reason}")]
+    OutputUnavailable {
+        /// Why.
+        reason: String,
+    },
+    /// The runtime is shutting down; nothing new is accepted.
+    #[error("the runtime is shutting down")]
+    ShuttingDown,
+    /// An internal actor stopped before answering (for example it was killed).
+    /// The call may or may not have run; it is never retried automatically.
+    #[error("internal {actor} stopped before answering")]
+    ActorGone {
+        /// Which actor.
+        actor: String,
+    },
+    /// An operating-system error.
+    #[error("I/O error while {context}: {message}")]
+    Io {
+        /// What the runtime was doing.
+        context: String,
+        /// The operating system's message.
+        message: String,
+    },
+}
+
+impl Error {
+    /// The stable code of this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::InvalidRequest { .. } => ErrorCode::InvalidRequest,
+            Error::InvalidEnvName { .. } => ErrorCode::InvalidEnvName,
+            Error::ReservedEnvName { .. } => ErrorCode::ReservedEnvName,
+            Error::CwdNotFound { .. } | Error::CwdNotDirectory { .. } => ErrorCode::InvalidCwd,
+            Error::ShellUnavailable { .. } => ErrorCode::ShellUnavailable,
+            Error::Spawn { .. } => ErrorCode::SpawnFailed,
+            Error::SessionNotFound { .. } => ErrorCode::SessionNotFound,
+            Error::JobNotFound { .. } => ErrorCode::JobNotFound,
+            Error::OutputUnavailable { .. } => ErrorCode::OutputUnavailable,
+            Error::ShuttingDown => ErrorCode::ShuttingDown,
+            Error::ActorGone { .. } => ErrorCode::ActorGone,
+            Error::Io { .. } => ErrorCode::Io,
+        }
+    }
+
+    /// An [`Error::Io`] from an `io::Error` and what was being done.
+    pub fn io(context: impl Into<String>, err: &std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            message: err.to_string(),
+        }
+    }
+
+    /// An [`Error::ActorGone`] naming the actor.
+    pub fn actor_gone(actor: impl Into<String>) -> Self {
+        Error::ActorGone {
+            actor: actor.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_match_the_reference_texts() {
+        let err = Error::InvalidEnvName {
+            name: "1BAD".into(),
+        };
+        assert_eq!(err.to_string(), "Invalid bash env name: 1BAD");
+        assert_eq!(err.code(), ErrorCode::InvalidEnvName);
+        let err = Error::CwdNotFound {
+            path: "/nope".into(),
+        };
+        assert_eq!(err.to_string(), "Working directory does not exist: /nope");
+        assert_eq!(err.code().as_str(), "invalid_cwd");
+    }
+
+    #[test]
+    fn codes_serialize_as_their_wire_names() {
+        for code in [
+            ErrorCode::InvalidRequest,
+            ErrorCode::ShellUnavailable,
+            ErrorCode::JobNotFound,
+            ErrorCode::ActorGone,
+        ] {
+            let json = serde_json::to_string(&code).unwrap();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! Events a session publishes to its subscribers.
+
+use bytes::Bytes;
+
+use crate::JobId;
+
+/// Something that happened in a session, delivered to subscribers in order.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum SessionEvent {
+    /// A run started.
+    JobStarted {
+        /// The run's id.
+        job_id: JobId,
+        /// The command text (as submitted, after validation).
+        command: String,
+    },
+    /// Raw output bytes of a run, coalesced (by default every 50 ms).
+    Output {
+        /// The run that produced them.
+        job_id: JobId,
+        /// Byte offset of `data` in the run's raw output stream.
+        offset: u64,
+        /// Raw bytes, byte-exact (stdout and stderr merged in arrival order).
+        data: Bytes,
+    },
+    /// A run finished.
+    JobFinished {
+        /// The run's id.
+        job_id: JobId,
+        /// Its exit code, if it reported one.
+        exit_code: Option<i32>,
+        /// Whether its deadline fired.
+        timed_out: bool,
+    },
+    /// This subscriber fell behind and `missed` events were dropped for it.
+    /// Output can be re-read by offset from the job.
+    Lagged {
+        /// How many events were skipped.
+        missed: u64,
+    },
+}

@@ -1,0 +1,41 @@
+//! Data types shared by every shellvisor crate: identifiers, run requests and
+//! results, session events, errors with stable machine-readable codes, and the
+//! runtime [`Config`].
+//!
+//! This crate has no runtime dependencies (no tokio, no ractor): it is the
+//! vocabulary the actors, the library facade and the binary's protocols share.
+//!
+//! ```
+//! use shellvisor_protocol::{Config, RunRequest};
+//!
+//! let request = RunRequest::new("echo hi").env("GREETING", "hello").timeout_secs(5);
+//! assert_eq!(request.timeout, Some(5));
+//! assert_eq!(Config::default().timeouts.default_secs, 300);
+//! ```
+
+mod config;
+mod error;
+mod event;
+mod ids;
+mod request;
+mod result;
+
+pub use config::Config;
+pub use config::JobsConfig;
+pub use config::OutputConfig;
+pub use config::RestartConfig;
+pub use config::ShellConfig;
+pub use config::TimeoutConfig;
+pub use error::Error;
+pub use error::ErrorCode;
+pub use error::Result;
+pub use event::SessionEvent;
+pub use ids::JobId;
+pub use ids::SessionId;
+pub use ids::random_token;
+pub use request::RunRequest;
+pub use result::ArtifactRef;
+pub use result::RunOutcome;
+pub use result::RunResult;
+pub use result::TimeoutInfo;
+pub use result::Truncation;
