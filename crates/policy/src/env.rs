@@ -125,10 +125,15 @@ pub fn is_valid_env_name(name: &str) -> bool {
     }
 }
 
+/// Prefix of the variables the runtime's command wrapper uses inside the shell.
+const WRAPPER_VARIABLE_PREFIX: &str = "__shv_";
+
 /// Whether `name` is reserved by the runtime (see the guard-key list), including
-/// exported bash functions (`BASH_FUNC_*`).
+/// exported bash functions (`BASH_FUNC_*`) and the wrapper's own `__shv_*` variables.
 pub fn is_reserved_env_name(name: &str) -> bool {
-    name.starts_with("BASH_FUNC_") || RESERVED_ENV_NAMES.contains(&name)
+    name.starts_with("BASH_FUNC_")
+        || name.starts_with(WRAPPER_VARIABLE_PREFIX)
+        || RESERVED_ENV_NAMES.contains(&name)
 }
 
 /// Checks a caller's per-call `env`: every key a valid, unreserved name and no
@@ -239,6 +244,11 @@ mod tests {
         );
         let env = BTreeMap::from([("BASH_FUNC_ls%%".to_owned(), "() { :; }".to_owned())]);
         assert!(validate_env(&env).is_err());
+        let env = BTreeMap::from([("__shv_rc".to_owned(), "0".to_owned())]);
+        assert!(matches!(
+            validate_env(&env),
+            Err(Error::ReservedEnvName { .. })
+        ));
         let env = BTreeMap::from([("OK".to_owned(), "a\0b".to_owned())]);
         assert!(matches!(
             validate_env(&env),

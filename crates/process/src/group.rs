@@ -1,0 +1,197 @@
+//! Process groups: guarded signalling, kill-on-drop, and a registry of live groups.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use dashmap::DashSet;
+use rustix::process::Pid;
+
+/// Signals the runtime sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGTERM: ask to terminate.
+    Term,
+    /// SIGKILL: terminate now.
+    Kill,
+    /// SIGCONT: resume a stopped process (a stopped process holds SIGTERM pending).
+    Cont,
+    /// SIGINT: interrupt.
+    Int,
+    /// SIGHUP: hang up.
+    Hup,
+}
+
+impl Signal {
+    fn to_rustix(self) -> rustix::process::Signal {
+        match self {
+            Signal::Term => rustix::process::Signal::TERM,
+            Signal::Kill => rustix::process::Signal::KILL,
+            Signal::Cont => rustix::process::Signal::CONT,
+            Signal::Int => rustix::process::Signal::INT,
+            Signal::Hup => rustix::process::Signal::HUP,
+        }
+    }
+}
+
+/// A process group id that is safe to signal: never 0 (our own group), never 1
+/// (init, and `-1` would mean every process), never the runtime's own group or pid.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcessGroupId(Pid);
+
+impl ProcessGroupId {
+    /// Accepts `pgid` only when it is safe to signal.
+    pub fn new(pgid: i32) -> Option<Self> {
+        if pgid <= 1 {
+            return None;
+        }
+        let pid = Pid::from_raw(pgid)?;
+        let own_group = rustix::process::getpgrp();
+        let own_pid = rustix::process::getpid();
+        if pid == own_group || pid == own_pid {
+            return None;
+        }
+        Some(Self(pid))
+    }
+
+    /// The raw id.
+    pub fn as_raw(self) -> i32 {
+        self.0.as_raw_nonzero().get()
+    }
+
+    /// Sends `signal` to every process in the group. A group that no longer
+    /// exists is not an error.
+    ///
+    /// # Errors
+    /// Any error other than "no such process" (for example a permission error).
+    pub fn signal(self, signal: Signal) -> io::Result<()> {
+        match rustix::process::kill_process_group(self.0, signal.to_rustix()) {
+            Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Whether any process (including zombies) is still in the group.
+    pub fn exists(self) -> bool {
+        rustix::process::test_kill_process_group(self.0).is_ok()
+    }
+}
+
+impl fmt::Debug for ProcessGroupId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pgid {}", self.as_raw())
+    }
+}
+
+/// Every process group the runtime has started and not yet finished killing.
+/// [`ProcessRegistry::kill_all`] is the last line of defence when the runtime is
+/// dropped without a clean shutdown.
+#[derive(Debug, Default)]
+pub struct ProcessRegistry {
+    groups: DashSet<i32>,
+}
+
+impl ProcessRegistry {
+    /// An empty registry.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Number of live groups.
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Whether no group is live.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// SIGKILLs every registered group and forgets them.
+    pub fn kill_all(&self) {
+        let groups: Vec<i32> = self.groups.iter().map(|g| *g).collect();
+        for raw in groups {
+            if let Some(group) = ProcessGroupId::new(raw)
+                && let Err(err) = group.signal(Signal::Kill)
+            {
+                tracing::warn!(pgid = raw, %err, "could not kill process group");
+            }
+            self.groups.remove(&raw);
+        }
+    }
+}
+
+/// Owns a process group: registered while alive, SIGKILLed when dropped unless
+/// [`GroupGuard::release`] was called after the group was confirmed dead.
+#[derive(Debug)]
+pub struct GroupGuard {
+    group: ProcessGroupId,
+    registry: Arc<ProcessRegistry>,
+    armed: bool,
+}
+
+impl GroupGuard {
+    /// Starts guarding `group`.
+    pub fn new(group: ProcessGroupId, registry: Arc<ProcessRegistry>) -> Self {
+        registry.groups.insert(group.as_raw());
+        Self {
+            group,
+            registry,
+            armed: true,
+        }
+    }
+
+    /// The guarded group.
+    pub fn group(&self) -> ProcessGroupId {
+        self.group
+    }
+
+    /// Sends a signal to the group (a no-op once released).
+    ///
+    /// # Errors
+    /// See [`ProcessGroupId::signal`].
+    pub fn signal(&self, signal: Signal) -> io::Result<()> {
+        if self.armed {
+            self.group.signal(signal)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Stops guarding: call only once the group leader is reaped and the group
+    /// has been killed, after which the id may be reused by another process.
+    pub fn release(&mut self) {
+        if self.armed {
+            self.armed = false;
+            self.registry.groups.remove(&self.group.as_raw());
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Err(err) = self.group.signal(Signal::Kill) {
+                tracing::warn!(group = ?self.group, %err, "could not kill process group on drop");
+            }
+            self.release();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_dangerous_ids() {
+        assert!(ProcessGroupId::new(0).is_none());
+        assert!(ProcessGroupId::new(1).is_none());
+        assert!(ProcessGroupId::new(-1).is_none());
+        assert!(ProcessGroupId::new(-42).is_none());
+        let own = rustix::process::getpgrp().as_raw_nonzero().get();
+        assert!(ProcessGroupId::new(own).is_none());
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        assert!(ProcessGroupId::new(me).is_none());
+    }
+}

@@ -1,0 +1,54 @@
+//! Process control for shellvisor. Everything that touches the operating
+//! system's process machinery lives here, behind small safe types:
+//!
+//! - [`Spawner`]: a dedicated thread that forks every shell, so that
+//!   `PR_SET_PDEATHSIG` (which fires when the *thread* that forked exits)
+//!   is tied to the runtime's lifetime and not to a tokio worker.
+//! - [`spawn_shell`]: `bash --noprofile --norc` in its own session and process
+//!   group, with `PDEATHSIG=SIGKILL` and the status channel on fd 62.
+//! - [`ProcessGroupId`], [`GroupGuard`], [`ProcessRegistry`]: signalling that
+//!   refuses pgid 0, 1 and the runtime's own group; kill-on-drop guards; and a
+//!   registry that kills every live group when the runtime goes away.
+//! - [`ChildProcess`]: observes exit through a pidfd *without reaping*, so the
+//!   pid (and with it the process group id) cannot be reused until the runtime
+//!   has finished killing the group.
+//! - [`script`], [`StatusParser`], [`parse_exported_env`]: the shell protocol
+//!   (wrapper scripts, nonce-tagged status records, `export -p` snapshots).
+//!
+//! Linux only (pidfd needs Linux 5.3).
+
+#[cfg(not(target_os = "linux"))]
+compile_error!("shellvisor-process supports Linux only (it relies on pidfd, PDEATHSIG and /proc)");
+
+mod child;
+mod dirs;
+mod envsnap;
+mod fifo;
+mod group;
+mod limits;
+pub mod script;
+mod shell_io;
+mod spawn;
+mod spawner;
+mod status;
+
+pub use child::ChildProcess;
+pub use child::ExitInfo;
+pub use dirs::PrivateDir;
+pub use envsnap::parse_exported_env;
+pub use fifo::OutputFifo;
+pub use fifo::read_now;
+pub use group::GroupGuard;
+pub use group::ProcessGroupId;
+pub use group::ProcessRegistry;
+pub use group::Signal;
+pub use limits::raise_fd_limit;
+pub use shell_io::CommandWriter;
+pub use shell_io::ShellFiles;
+pub use shell_io::StatusReader;
+pub use spawn::ShellSpawnSpec;
+pub use spawn::SpawnedShell;
+pub use spawn::spawn_shell;
+pub use spawner::Spawner;
+pub use status::StatusParser;
+pub use status::StatusRecord;

@@ -1,0 +1,169 @@
+//! The shell protocol: what the runtime writes into a shell.
+//!
+//! Each run writes the user's command, unchanged, to a per-shell file and a
+//! generated wrapper to another; the shell then reads one short line,
+//! `\builtin . '<dir>/w'`. The wrapper sources the command file at top level
+//! (so `cd`, variables and functions persist) inside a brace group whose
+//! redirections give it stdin `/dev/null`, stdout and stderr the run's output
+//! FIFO, and close the status fd. A syntax error, an unclosed quote or an
+//! unterminated heredoc stays inside the command file's own parse. Afterwards
+//! the wrapper resets the options that change how a script runs
+//! (`errexit nounset xtrace verbose pipefail`), restores variables the call's
+//! `env` overrode, and writes the status record to fd 62:
+//!
+//! ```text
+//! <nonce> NUL <exit status> NUL <pwd output> NUL <export -p output> NUL
+//! ```
+//!
+//! Only the wrapper writes to fd 62 (it is closed for the command), so output
+//! can never forge a record; the nonce ties a record to its run.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// The shell's file descriptor for the status channel.
+pub const STATUS_FD: i32 = 62;
+
+/// Appends `bytes` to `out` as one single-quoted shell word (`'` becomes
+/// `'\''`). Any bytes but NUL round-trip exactly.
+pub fn push_quoted(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'\'');
+    for &byte in bytes {
+        if byte == b'\'' {
+            out.extend_from_slice(b"'\\''");
+        } else {
+            out.push(byte);
+        }
+    }
+    out.push(b'\'');
+}
+
+/// `bytes` as one single-quoted shell word.
+pub fn quote(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len() + 2);
+    push_quoted(&mut out, bytes);
+    out
+}
+
+/// The line the shell reads to run a script file: `\builtin . '<path>'`.
+/// (`\` defeats aliases and `builtin` defeats a function named `.`.)
+pub fn source_line(path: &Path) -> Vec<u8> {
+    let mut line = b"\\builtin . ".to_vec();
+    push_quoted(&mut line, path.as_os_str().as_bytes());
+    line.push(b'\n');
+    line
+}
+
+/// Appends the status record writer for `nonce`, reporting `$__shv_rc`.
+fn push_status_report(out: &mut Vec<u8>, nonce: &str) {
+    out.extend_from_slice(b"\\builtin printf '%s\\0%s\\0' ");
+    push_quoted(out, nonce.as_bytes());
+    out.extend_from_slice(
+        b" \"$__shv_rc\" >&62; \\builtin pwd >&62; \\builtin printf '\\0' >&62; \
+          \\builtin export -p >&62; \\builtin printf '\\0' >&62\n\
+          \\builtin unset -v __shv_rc\n",
+    );
+}
+
+/// The script a new shell runs first: it reports a status record for `nonce`
+/// (readiness, with the shell's cwd and environment).
+pub fn init_script(nonce: &str) -> Vec<u8> {
+    let mut out = b"__shv_rc=0\n".to_vec();
+    push_status_report(&mut out, nonce);
+    out
+}
+
+/// One run's wrapper.
+#[derive(Clone, Debug)]
+pub struct WrapperScript<'a> {
+    /// The run's nonce (tags its status record).
+    pub nonce: &'a str,
+    /// File holding the user's command text.
+    pub command_file: &'a Path,
+    /// The run's output FIFO.
+    pub output_fifo: &'a Path,
+    /// Directory to `cd` into first, if any.
+    pub cwd: Option<&'a Path>,
+    /// Variables for this call only (validated names).
+    pub env: &'a [(String, String)],
+}
+
+impl WrapperScript<'_> {
+    /// The wrapper's text.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(512 + 64 * self.env.len());
+        // Remember what the call's variables were, to restore them afterwards.
+        for (index, (name, _)) in self.env.iter().enumerate() {
+            out.extend_from_slice(
+                format!("__shv_s{index}=${{{name}+x}} __shv_o{index}=${{{name}-}} __shv_a{index}=${{{name}@a}}\n")
+                    .as_bytes(),
+            );
+        }
+        out.extend_from_slice(b"{ ");
+        if let Some(cwd) = self.cwd {
+            out.extend_from_slice(b"\\builtin cd -- ");
+            push_quoted(&mut out, cwd.as_os_str().as_bytes());
+            out.extend_from_slice(b" && ");
+        }
+        for (name, value) in self.env {
+            out.extend_from_slice(b"\\builtin export ");
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'=');
+            push_quoted(&mut out, value.as_bytes());
+            out.extend_from_slice(b" && ");
+        }
+        out.extend_from_slice(b"\\builtin . ");
+        push_quoted(&mut out, self.command_file.as_os_str().as_bytes());
+        out.extend_from_slice(b"; } </dev/null >");
+        push_quoted(&mut out, self.output_fifo.as_os_str().as_bytes());
+        out.extend_from_slice(b" 2>&1 62>&-\n__shv_rc=$?\n\\builtin set +e +u +x +v +o pipefail\n");
+        for (index, (name, _)) in self.env.iter().enumerate() {
+            out.extend_from_slice(
+                format!(
+                    "if [[ -n $__shv_s{index} ]]; then {name}=$__shv_o{index}; \
+                     [[ $__shv_a{index} == *x* ]] || \\builtin export -n {name}; \
+                     else \\builtin unset -v {name}; fi; \
+                     \\builtin unset -v __shv_s{index} __shv_o{index} __shv_a{index}\n"
+                )
+                .as_bytes(),
+            );
+        }
+        push_status_report(&mut out, self.nonce);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_wraps_and_escapes_single_quotes() {
+        assert_eq!(quote(b"plain"), b"'plain'");
+        assert_eq!(quote(b"it's"), b"'it'\\''s'");
+        assert_eq!(quote(b""), b"''");
+        assert_eq!(
+            source_line(Path::new("/d/w")),
+            b"\\builtin . '/d/w'\n".to_vec()
+        );
+    }
+
+    #[test]
+    fn wrapper_sources_the_command_inside_redirected_group() {
+        let env = vec![("FOO".to_owned(), "a'b".to_owned())];
+        let script = WrapperScript {
+            nonce: "n1",
+            command_file: Path::new("/d/c"),
+            output_fifo: Path::new("/d/o"),
+            cwd: Some(Path::new("/tmp/x y")),
+            env: &env,
+        }
+        .render();
+        let text = String::from_utf8(script).unwrap();
+        assert!(text.contains(
+            "{ \\builtin cd -- '/tmp/x y' && \\builtin export FOO='a'\\''b' && \\builtin . '/d/c'; } </dev/null >'/d/o' 2>&1 62>&-"
+        ));
+        assert!(text.contains("'n1' \"$__shv_rc\" >&62"));
+        assert!(text.contains("\\builtin unset -v FOO"));
+    }
+}

@@ -1,0 +1,175 @@
+//! The runtime's side of one shell's pipes and files.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::fs::OpenOptions;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::path::PathBuf;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::pipe;
+
+use crate::script;
+use crate::status::StatusParser;
+use crate::status::StatusRecord;
+
+/// The files one shell reads: the command file (`c`), the wrapper (`w`), and
+/// the path of the per-run output FIFO (`o`), all in the shell's private
+/// directory. Files are opened once and rewritten in place for every run.
+#[derive(Debug)]
+pub struct ShellFiles {
+    command: File,
+    wrapper: File,
+    command_path: PathBuf,
+    fifo_path: PathBuf,
+    source_line: Vec<u8>,
+}
+
+impl ShellFiles {
+    /// Creates the files in `dir` (an existing private directory), mode 0600.
+    ///
+    /// # Errors
+    /// When a file cannot be created.
+    pub fn create(dir: &Path) -> io::Result<Self> {
+        let open = |name: &str| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(dir.join(name))
+        };
+        let wrapper_path = dir.join("w");
+        Ok(Self {
+            command: open("c")?,
+            wrapper: open("w")?,
+            command_path: dir.join("c"),
+            fifo_path: dir.join("o"),
+            source_line: script::source_line(&wrapper_path),
+        })
+    }
+
+    /// Writes the start-up script, which only reports a status record for `nonce`.
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn write_init(&self, nonce: &str) -> io::Result<()> {
+        rewrite(&self.wrapper, &script::init_script(nonce))
+    }
+
+    /// Writes a run: the command text and its wrapper.
+    ///
+    /// # Errors
+    /// When a file cannot be written.
+    pub fn write_run(
+        &self,
+        nonce: &str,
+        command: &str,
+        cwd: Option<&Path>,
+        env: &[(String, String)],
+    ) -> io::Result<()> {
+        rewrite(&self.command, command.as_bytes())?;
+        let wrapper = script::WrapperScript {
+            nonce,
+            command_file: &self.command_path,
+            output_fifo: &self.fifo_path,
+            cwd,
+            env,
+        };
+        rewrite(&self.wrapper, &wrapper.render())
+    }
+
+    /// Where the run's output FIFO goes.
+    pub fn fifo_path(&self) -> &Path {
+        &self.fifo_path
+    }
+
+    /// The line that makes the shell run the wrapper.
+    pub fn source_line(&self) -> &[u8] {
+        &self.source_line
+    }
+}
+
+fn rewrite(file: &File, bytes: &[u8]) -> io::Result<()> {
+    file.write_all_at(bytes, 0)?;
+    file.set_len(bytes.len() as u64)
+}
+
+/// Writes lines to a shell's stdin.
+#[derive(Debug)]
+pub struct CommandWriter {
+    stdin: pipe::Sender,
+}
+
+impl CommandWriter {
+    /// Wraps the shell's stdin. Must be called inside a tokio runtime.
+    ///
+    /// # Errors
+    /// When the descriptor is not a pipe's write end.
+    pub fn new(stdin: OwnedFd) -> io::Result<Self> {
+        Ok(Self {
+            stdin: pipe::Sender::from_owned_fd(stdin)?,
+        })
+    }
+
+    /// Writes `line` completely.
+    ///
+    /// # Errors
+    /// When the shell has closed its stdin (it exited).
+    pub async fn send(&mut self, line: &[u8]) -> io::Result<()> {
+        self.stdin.write_all(line).await
+    }
+}
+
+/// Reads status records from a shell's status channel.
+#[derive(Debug)]
+pub struct StatusReader {
+    receiver: pipe::Receiver,
+    parser: StatusParser,
+    pending: VecDeque<StatusRecord>,
+    buf: Vec<u8>,
+}
+
+impl StatusReader {
+    /// Wraps the status channel's read end. Must be called inside a tokio runtime.
+    ///
+    /// # Errors
+    /// When the descriptor is not a pipe's read end.
+    pub fn new(status: OwnedFd) -> io::Result<Self> {
+        Ok(Self {
+            receiver: pipe::Receiver::from_owned_fd(status)?,
+            parser: StatusParser::new(),
+            pending: VecDeque::new(),
+            buf: vec![0; 64 * 1024],
+        })
+    }
+
+    /// The next record; `None` once every writer has closed the channel (the
+    /// shell exited or exec'd another program).
+    ///
+    /// # Errors
+    /// On a read error or a corrupt channel.
+    pub async fn next(&mut self) -> io::Result<Option<StatusRecord>> {
+        loop {
+            if let Some(record) = self.pending.pop_front() {
+                return Ok(Some(record));
+            }
+            self.receiver.readable().await?;
+            match self.receiver.try_read(&mut self.buf) {
+                Ok(0) => return Ok(None),
+                Ok(n) => {
+                    let records = self.parser.push(&self.buf[..n]).map_err(io::Error::other)?;
+                    self.pending.extend(records);
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                Err(err) => return Err(err),
+            }
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Starting a shell process.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use rustix::pipe::PipeFlags;
+
+use crate::child::ChildProcess;
+use crate::group::GroupGuard;
+use crate::group::ProcessGroupId;
+use crate::group::ProcessRegistry;
+use crate::script::STATUS_FD;
+
+/// How to start a shell.
+#[derive(Clone, Debug)]
+pub struct ShellSpawnSpec {
+    /// The bash executable.
+    pub program: PathBuf,
+    /// The complete environment (nothing else is inherited).
+    pub env: Vec<(OsString, OsString)>,
+    /// Initial working directory.
+    pub cwd: PathBuf,
+}
+
+/// A started shell.
+#[derive(Debug)]
+pub struct SpawnedShell {
+    /// Its process (exit watching and reaping).
+    pub child: ChildProcess,
+    /// Its process group (the shell leads it; every `&` job joins it).
+    pub group: GroupGuard,
+    /// Write end of its stdin (commands are written here).
+    pub stdin: OwnedFd,
+    /// Read end of its status channel (fd 62 in the shell).
+    pub status: OwnedFd,
+}
+
+/// Starts `bash --noprofile --norc` as the leader of a new session and process
+/// group, with `PR_SET_PDEATHSIG=SIGKILL`, stdin a pipe, stdout and stderr
+/// `/dev/null` (each command redirects its own output), and the write end of
+/// the status pipe on fd 62.
+///
+/// Call it on the [`crate::Spawner`] thread so the death signal is tied to the runtime.
+///
+/// # Errors
+/// When the pipe, the fork or the exec fails.
+pub fn spawn_shell(
+    spec: &ShellSpawnSpec,
+    registry: &Arc<ProcessRegistry>,
+) -> io::Result<SpawnedShell> {
+    let (status_read, status_write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
+    let mut command = Command::new(&spec.program);
+    command
+        .arg("--noprofile")
+        .arg("--norc")
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    install_child_setup(&mut command, status_write.as_raw_fd());
+    let mut child = command.spawn()?;
+    drop(status_write);
+    let stdin = child
+        .stdin
+        .take()
+        .map(OwnedFd::from)
+        .ok_or_else(|| io::Error::other("shell stdin was not captured"))?;
+    let pid = i32::try_from(child.id()).map_err(|_| io::Error::other("pid out of range"))?;
+    // `child` (std) never reaps on drop; ChildProcess takes over exit watching.
+    let process = ChildProcess::new(pid)?;
+    let group = ProcessGroupId::new(pid)
+        .ok_or_else(|| io::Error::other(format!("refusing to manage process group {pid}")))?;
+    Ok(SpawnedShell {
+        child: process,
+        group: GroupGuard::new(group, Arc::clone(registry)),
+        stdin,
+        status: status_read,
+    })
+}
+
+/// Runs in the forked child before `exec`: new session, death signal, status fd.
+#[allow(unsafe_code)]
+fn install_child_setup(command: &mut Command, status_fd: i32) {
+    let parent = std::process::id();
+    // SAFETY: the closure runs between fork and exec, so it must only make
+    // async-signal-safe calls. It calls setsid, prctl, getppid, dup2 and fcntl
+    // through libc (all async-signal-safe), allocates nothing, and reports
+    // failure through io::Error::last_os_error, which only reads errno.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before the death signal was armed.
+            if libc::getppid() as u32 != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if status_fd == STATUS_FD {
+                // dup2 onto itself keeps FD_CLOEXEC; clear it instead.
+                if libc::fcntl(status_fd, libc::F_SETFD, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            } else if libc::dup2(status_fd, STATUS_FD) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
