@@ -44,8 +44,9 @@ pub struct SpawnedShell {
 
 /// Starts `bash --noprofile --norc` as the leader of a new session and process
 /// group, with `PR_SET_PDEATHSIG=SIGKILL`, stdin a pipe, stdout and stderr
-/// `/dev/null` (each command redirects its own output), and the write end of
-/// the status pipe on fd 62.
+/// `/dev/null` (each command redirects its own output), the write end of the
+/// status pipe on fd 62, and no other descriptor inherited from the runtime's
+/// process.
 ///
 /// Call it on the [`crate::Spawner`] thread so the death signal is tied to the runtime.
 ///
@@ -87,18 +88,38 @@ pub fn spawn_shell(
     })
 }
 
-/// Runs in the forked child before `exec`: new session, death signal, status fd.
+/// Highest descriptor the fallback loop marks close-on-exec when
+/// `close_range` is unavailable (Linux before 5.11).
+const FALLBACK_MAX_FD: i32 = 65_536;
+
+/// Runs in the forked child before `exec`: new session, death signal, no
+/// inherited descriptors but 0-2, and the status fd.
 #[allow(unsafe_code)]
 fn install_child_setup(command: &mut Command, status_fd: i32) {
     let parent = std::process::id();
     // SAFETY: the closure runs between fork and exec, so it must only make
-    // async-signal-safe calls. It calls setsid, prctl, getppid, dup2 and fcntl
-    // through libc (all async-signal-safe), allocates nothing, and reports
-    // failure through io::Error::last_os_error, which only reads errno.
+    // async-signal-safe calls. It calls setsid, prctl, getppid, syscall
+    // (close_range), dup2 and fcntl through libc (all async-signal-safe),
+    // allocates nothing, and reports failure through
+    // io::Error::last_os_error, which only reads errno.
     unsafe {
         command.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
+            }
+            // The embedding process may hold descriptors without FD_CLOEXEC
+            // (pipes, sockets, files); none of them may leak into shells.
+            let flags = libc::CLOSE_RANGE_CLOEXEC as libc::c_long;
+            if libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_long,
+                libc::c_long::from(u32::MAX),
+                flags,
+            ) < 0
+            {
+                for fd in 3..FALLBACK_MAX_FD {
+                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                }
             }
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) < 0 {
                 return Err(io::Error::last_os_error());
@@ -108,7 +129,7 @@ fn install_child_setup(command: &mut Command, status_fd: i32) {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
             if status_fd == STATUS_FD {
-                // dup2 onto itself keeps FD_CLOEXEC; clear it instead.
+                // dup2 onto itself keeps FD_CLOEXEC (set just above); clear it.
                 if libc::fcntl(status_fd, libc::F_SETFD, 0) < 0 {
                     return Err(io::Error::last_os_error());
                 }

@@ -40,3 +40,16 @@ pub enum SessionEvent {
         missed: u64,
     },
 }
+
+/// Raw output of a job, read by byte offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputChunk {
+    /// Offset of `data` in the job's raw output.
+    pub offset: u64,
+    /// The bytes (empty at or past the end).
+    pub data: Bytes,
+    /// Bytes the job has produced so far.
+    pub total_bytes: u64,
+    /// Whether the output has ended (no more bytes will arrive).
+    pub closed: bool,
+}

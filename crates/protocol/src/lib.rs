@@ -29,6 +29,7 @@ pub use config::TimeoutConfig;
 pub use error::Error;
 pub use error::ErrorCode;
 pub use error::Result;
+pub use event::OutputChunk;
 pub use event::SessionEvent;
 pub use ids::JobId;
 pub use ids::SessionId;

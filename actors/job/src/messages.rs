@@ -1,0 +1,102 @@
+//! Messages of the Job actor.
+
+use std::path::PathBuf;
+
+use ractor::ActorRef;
+use ractor::RpcReplyPort;
+use shellvisor_actor_shell::ShellEvent;
+use shellvisor_actor_shell::ShellMsg;
+use shellvisor_policy::TimeoutDecision;
+use shellvisor_process::StatusRecord;
+use shellvisor_protocol::JobId;
+use shellvisor_protocol::OutputChunk;
+use shellvisor_protocol::Result;
+
+/// Messages accepted by [`crate::Job`].
+#[derive(Debug)]
+pub enum JobMsg {
+    /// From the Shell: how the run ended.
+    Shell(ShellEvent),
+    /// From the Session: run on this shell instead (the previous one refused
+    /// the run before anything ran).
+    UseShell(ActorRef<ShellMsg>),
+    /// From the Session: the Shell actor stopped without reporting the run.
+    ShellGone {
+        /// What the Session saw.
+        reason: String,
+    },
+    /// Read raw output `[offset, offset + max)`.
+    ReadOutput {
+        /// First byte.
+        offset: u64,
+        /// Most bytes.
+        max: usize,
+        /// Where the bytes go.
+        reply: RpcReplyPort<Result<OutputChunk>>,
+    },
+    /// Internal: the run's deadline elapsed.
+    DeadlineElapsed,
+    /// Internal: the Shell did not report within the grace after a kill.
+    Unresponsive,
+    /// Internal: the retention period after finishing elapsed.
+    Evict,
+}
+
+impl From<ShellEvent> for JobMsg {
+    fn from(event: ShellEvent) -> Self {
+        JobMsg::Shell(event)
+    }
+}
+
+impl TryFrom<JobMsg> for ShellEvent {
+    type Error = JobMsg;
+
+    fn try_from(message: JobMsg) -> std::result::Result<Self, JobMsg> {
+        match message {
+            JobMsg::Shell(event) => Ok(event),
+            other => Err(other),
+        }
+    }
+}
+
+/// What a Job tells its Session.
+#[derive(Debug)]
+pub enum JobNotice {
+    /// The shell refused the run before anything ran; the Job asks for
+    /// another (answered with [`JobMsg::UseShell`] or [`JobMsg::ShellGone`]).
+    ShellRefused {
+        /// Which job.
+        job_id: JobId,
+    },
+    /// The Job no longer needs its shell.
+    ShellReleased {
+        /// Which job.
+        job_id: JobId,
+        /// In what state the shell is.
+        release: ShellRelease,
+    },
+}
+
+/// The state a Job leaves its shell in.
+#[derive(Debug)]
+pub enum ShellRelease {
+    /// Ready for the next command; the record carries its cwd and environment.
+    Reusable(StatusRecord),
+    /// Gone (it exited or was killed) or unusable: replace it.
+    Ended,
+}
+
+/// A validated run, ready to execute.
+#[derive(Clone, Debug)]
+pub struct RunPlan {
+    /// The command text.
+    pub command: String,
+    /// Directory to `cd` into first.
+    pub cwd: Option<PathBuf>,
+    /// Variables for this call only.
+    pub env: Vec<(String, String)>,
+    /// The deadline.
+    pub timeout: TimeoutDecision,
+    /// Notices decided during validation (timeout clamping, PTY fallback).
+    pub notices: Vec<String>,
+}

@@ -1,0 +1,20 @@
+//! The Session actor: one agent session.
+//!
+//! A Session validates each run request (policy), lends its primary Shell to
+//! the run's Job, or starts an isolated Shell for an overlapping call, seeded
+//! with the session's last known working directory and exported variables. It
+//! supervises its Shells and Jobs: a primary Shell that ends is replaced at once
+//! with the same state; one that keeps failing is charged to the restart budget
+//! and, past it, the session answers `shell_unavailable` instead of spinning.
+//!
+//! A Session may touch only its own children, its private directory and its
+//! artifacts directory.
+
+mod actor;
+mod budget;
+mod messages;
+
+pub use actor::Session;
+pub use actor::SessionArgs;
+pub use budget::RestartBudget;
+pub use messages::SessionMsg;

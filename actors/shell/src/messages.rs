@@ -1,0 +1,116 @@
+//! Messages of the Shell actor.
+
+use std::path::PathBuf;
+
+use ractor::ActorId;
+use ractor::DerivedActorRef;
+use shellvisor_actor_sink::OutputSummary;
+use shellvisor_actor_sink::SinkFeed;
+use shellvisor_process::ExitInfo;
+use shellvisor_process::StatusRecord;
+
+/// Messages accepted by [`crate::Shell`].
+#[derive(Debug)]
+pub enum ShellMsg {
+    /// Run a command; the outcome goes to the request's `reply_to`.
+    Exec(ExecRequest),
+    /// Kill the shell's process group (TERM and CONT, then KILL after the
+    /// grace period) and stop. A run in progress ends with
+    /// [`RunEnd::ShellExited`] carrying this reason.
+    Kill(KillReason),
+    /// Internal: the status reader saw the current run's record.
+    RunCompleted,
+    /// Internal: the bash process exited.
+    Exited(ExitInfo),
+    /// Internal: the kill grace period elapsed.
+    Escalate,
+}
+
+/// One command to run.
+#[derive(Debug)]
+pub struct ExecRequest {
+    /// The command text, as written.
+    pub command: String,
+    /// Directory to `cd` into first.
+    pub cwd: Option<PathBuf>,
+    /// Variables for this call only.
+    pub env: Vec<(String, String)>,
+    /// Where the output goes.
+    pub sink: SinkFeed,
+    /// Who learns how the run ended.
+    pub reply_to: DerivedActorRef<ShellEvent>,
+}
+
+/// Why a shell is being killed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillReason {
+    /// The run's deadline fired.
+    Timeout,
+    /// The caller cancelled the run.
+    Cancelled,
+    /// The shell is no longer needed (an isolated shell after its run).
+    Release,
+    /// The session or runtime is closing.
+    Shutdown,
+    /// The shell process ended on its own; the rest of its group goes too.
+    ShellEnded,
+}
+
+/// What a Shell reports to the Job that ran a command.
+#[derive(Debug)]
+pub enum ShellEvent {
+    /// The run is over (boxed: it carries the rendered output).
+    Finished(Box<ExecOutcome>),
+}
+
+/// How a run ended, and its output.
+#[derive(Debug)]
+pub struct ExecOutcome {
+    /// How it ended.
+    pub end: RunEnd,
+    /// Its rendered output, or `None` if the Sink did not answer.
+    pub output: Option<OutputSummary>,
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub enum RunEnd {
+    /// The command finished and the shell reported its status; the shell is
+    /// ready for the next command.
+    Completed(StatusRecord),
+    /// The shell process ended during the run (the command ran `exit` or
+    /// `exec`, or something killed the shell). `killed` says whether the
+    /// runtime killed it, and why.
+    ShellExited {
+        /// How bash ended.
+        exit: ExitInfo,
+        /// Set when the runtime killed the shell.
+        killed: Option<KillReason>,
+    },
+    /// The shell refused the run before anything ran (it had ended or was
+    /// busy). Running it elsewhere cannot run it twice.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// The Shell actor disappeared during the run.
+    ShellLost {
+        /// What happened.
+        reason: String,
+    },
+}
+
+/// What a Shell tells its supervisor (the Session) as soon as it happens,
+/// without waiting for the actor to stop.
+#[derive(Debug)]
+pub enum ShellNotice {
+    /// The bash process ended. The actor finishes killing its group and stops.
+    Ended {
+        /// Which shell.
+        shell: ActorId,
+        /// How bash ended.
+        exit: ExitInfo,
+        /// Whether a run was in progress (its Job reports it).
+        during_run: bool,
+    },
+}

@@ -1,0 +1,223 @@
+//! The Sink actor.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use bytes::BytesMut;
+use ractor::Actor;
+use ractor::ActorProcessingErr;
+use ractor::ActorRef;
+use ractor::concurrency::JoinHandle;
+use shellvisor_output::HeadTail;
+use shellvisor_output::render_output;
+use shellvisor_protocol::ArtifactRef;
+use shellvisor_protocol::Error;
+use shellvisor_protocol::JobId;
+use shellvisor_protocol::OutputConfig;
+use shellvisor_protocol::SessionEvent;
+use shellvisor_protocol::Truncation;
+use tokio::sync::broadcast;
+
+use crate::artifact::Artifact;
+use crate::messages::OutputSummary;
+use crate::messages::SinkMsg;
+use shellvisor_protocol::OutputChunk;
+
+/// Largest single read by offset.
+const MAX_READ_BYTES: usize = 1024 * 1024;
+
+/// The Sink actor (see the crate documentation).
+#[derive(Debug)]
+pub struct Sink;
+
+/// What a Sink needs.
+#[derive(Debug)]
+pub struct SinkArgs {
+    /// The run whose output this is (also the artifact id).
+    pub job_id: JobId,
+    /// Buffer sizes, column cap and streaming throttle.
+    pub config: OutputConfig,
+    /// Where the artifact goes if output outgrows memory (its directory exists).
+    pub artifact_path: PathBuf,
+    /// The session's event channel, for streaming.
+    pub events: broadcast::Sender<SessionEvent>,
+}
+
+/// A Sink's state.
+#[derive(Debug)]
+pub struct SinkState {
+    job_id: JobId,
+    config: OutputConfig,
+    buffer: HeadTail,
+    artifact: Artifact,
+    events: broadcast::Sender<SessionEvent>,
+    pending: BytesMut,
+    pending_offset: u64,
+    flush_timer: Option<JoinHandle<Result<(), ractor::MessagingErr<SinkMsg>>>>,
+    closed: bool,
+}
+
+impl Actor for Sink {
+    type Msg = SinkMsg;
+    type State = SinkState;
+    type Arguments = SinkArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SinkMsg>,
+        args: SinkArgs,
+    ) -> Result<SinkState, ActorProcessingErr> {
+        Ok(SinkState {
+            buffer: HeadTail::new(args.config.head_bytes, args.config.tail_bytes),
+            job_id: args.job_id,
+            artifact: Artifact::NotOpened(args.artifact_path),
+            events: args.events,
+            pending: BytesMut::new(),
+            pending_offset: 0,
+            flush_timer: None,
+            closed: false,
+            config: args.config,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SinkMsg>,
+        message: SinkMsg,
+        state: &mut SinkState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SinkMsg::Chunk(chunk, permit) => {
+                state.store(&chunk);
+                drop(permit);
+                state.stream(&myself, &chunk);
+            }
+            SinkMsg::Complete(reply) => {
+                state.flush();
+                let _ = reply.send(state.summary());
+            }
+            SinkMsg::Closed => {
+                state.flush();
+                state.closed = true;
+            }
+            SinkMsg::Read { offset, max, reply } => {
+                let _ = reply.send(state.read(offset, max));
+            }
+            SinkMsg::Flush => {
+                state.flush_timer = None;
+                state.flush();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SinkState {
+    fn store(&mut self, chunk: &[u8]) {
+        if let Artifact::NotOpened(path) = &self.artifact
+            && self.buffer.would_drop(chunk.len())
+        {
+            let path = path.clone();
+            let tail = self.buffer.tail_vec();
+            self.artifact = Artifact::open(path, &[self.buffer.head(), &tail]);
+        }
+        self.artifact.append(chunk);
+        self.buffer.push(chunk);
+    }
+
+    fn stream(&mut self, myself: &ActorRef<SinkMsg>, chunk: &Bytes) {
+        if self.events.receiver_count() == 0 {
+            return;
+        }
+        if self.pending.is_empty() {
+            self.pending_offset = self.buffer.total_bytes() - chunk.len() as u64;
+        }
+        self.pending.extend_from_slice(chunk);
+        if self.pending.len() >= self.config.stream_max_event_bytes {
+            self.flush();
+        } else if self.flush_timer.is_none() {
+            let throttle = Duration::from_millis(self.config.stream_throttle_ms);
+            self.flush_timer = Some(myself.send_after(throttle, || SinkMsg::Flush));
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(timer) = self.flush_timer.take() {
+            timer.abort();
+        }
+        let max = self.config.stream_max_event_bytes.max(1);
+        while !self.pending.is_empty() {
+            let take = self.pending.len().min(max);
+            let data = self.pending.split_to(take).freeze();
+            let offset = self.pending_offset;
+            self.pending_offset += data.len() as u64;
+            let _ = self.events.send(SessionEvent::Output {
+                job_id: self.job_id.clone(),
+                offset,
+                data,
+            });
+        }
+    }
+
+    fn summary(&self) -> OutputSummary {
+        let tail = self.buffer.tail_vec();
+        let rendered = render_output(
+            self.buffer.head(),
+            &tail,
+            self.buffer.tail_offset(),
+            self.buffer.newlines(),
+            self.config.max_columns,
+        );
+        let (artifact, spill_error) = match &self.artifact {
+            Artifact::NotOpened(_) => (None, None),
+            Artifact::Open { path, .. } => (
+                Some(ArtifactRef {
+                    id: self.job_id.to_string(),
+                    path: path.display().to_string(),
+                }),
+                None,
+            ),
+            Artifact::Failed(reason) => (None, Some(reason.clone())),
+        };
+        let truncation = Truncation {
+            truncated: rendered.truncated(),
+            total_bytes: self.buffer.total_bytes(),
+            total_lines: self.buffer.total_lines(),
+            shown_bytes: rendered.shown_bytes,
+            shown_lines: rendered.shown_lines,
+            tail_offset: rendered.tail_offset,
+            artifact,
+            spill_error,
+        };
+        OutputSummary {
+            rendered,
+            truncation,
+        }
+    }
+
+    fn read(&self, offset: u64, max: usize) -> shellvisor_protocol::Result<OutputChunk> {
+        let max = max.min(MAX_READ_BYTES);
+        let total = self.buffer.total_bytes();
+        let data = match self.buffer.read(offset, max) {
+            Some(bytes) => bytes,
+            None => {
+                let len = (total.saturating_sub(offset)).min(max as u64) as usize;
+                self.artifact.read(offset, len).ok_or_else(|| Error::OutputUnavailable {
+                    reason: match &self.artifact {
+                        Artifact::Failed(reason) => {
+                            format!("bytes {offset}.. were not kept in memory and the artifact failed: {reason}")
+                        }
+                        _ => format!("bytes {offset}.. are no longer held"),
+                    },
+                })?
+            }
+        };
+        Ok(OutputChunk {
+            offset,
+            data: Bytes::from(data),
+            total_bytes: total,
+            closed: self.closed,
+        })
+    }
+}

@@ -1,0 +1,23 @@
+//! The Sink actor: everything one run printed.
+//!
+//! A Sink receives raw chunks (stdout and stderr already merged in arrival
+//! order) through a [`SinkFeed`], whose semaphore bounds the bytes in flight so
+//! a fast producer cannot grow the actor's unbounded mailbox. It keeps a bounded
+//! head and tail in memory; once output outgrows them it writes the complete raw
+//! stream to an artifact file (mode 0600, byte-exact). It renders the output
+//! for a model when the run completes, serves any byte range by offset, and
+//! streams coalesced chunks with their offsets to the session's subscribers.
+//!
+//! A Sink lives and dies with its Job. It may touch only its own buffers, its
+//! artifact file and the session's event channel.
+
+mod actor;
+mod artifact;
+mod feed;
+mod messages;
+
+pub use actor::Sink;
+pub use actor::SinkArgs;
+pub use feed::SinkFeed;
+pub use messages::OutputSummary;
+pub use messages::SinkMsg;

@@ -1,0 +1,41 @@
+//! Messages of the Sink actor.
+
+use bytes::Bytes;
+use ractor::RpcReplyPort;
+use shellvisor_output::RenderedOutput;
+use shellvisor_protocol::OutputChunk;
+use shellvisor_protocol::Result;
+use shellvisor_protocol::Truncation;
+use tokio::sync::OwnedSemaphorePermit;
+
+/// Messages accepted by [`crate::Sink`].
+#[derive(Debug)]
+pub enum SinkMsg {
+    /// Raw output bytes. The permit is released once they are stored, which
+    /// is what bounds the bytes in flight.
+    Chunk(Bytes, OwnedSemaphorePermit),
+    /// The run's foreground output ends here: render it.
+    Complete(RpcReplyPort<OutputSummary>),
+    /// Every writer of the output has closed it; nothing more will arrive.
+    Closed,
+    /// Read raw bytes `[offset, offset + max)`.
+    Read {
+        /// First byte.
+        offset: u64,
+        /// Most bytes to return.
+        max: usize,
+        /// Where the bytes go.
+        reply: RpcReplyPort<Result<OutputChunk>>,
+    },
+    /// Internal: the streaming throttle elapsed.
+    Flush,
+}
+
+/// A run's output as rendered at its completion.
+#[derive(Clone, Debug, Default)]
+pub struct OutputSummary {
+    /// The rendered text and what it shows.
+    pub rendered: RenderedOutput,
+    /// Sizes, artifact and spill error, for the result.
+    pub truncation: Truncation,
+}

@@ -1,0 +1,150 @@
+//! The Sink actor with real files.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use ractor::Actor;
+use shellvisor_actor_sink::Sink;
+use shellvisor_actor_sink::SinkArgs;
+use shellvisor_actor_sink::SinkFeed;
+use shellvisor_actor_sink::SinkMsg;
+use shellvisor_protocol::JobId;
+use shellvisor_protocol::OutputConfig;
+use shellvisor_protocol::SessionEvent;
+use tokio::sync::broadcast;
+
+fn small_config() -> OutputConfig {
+    OutputConfig {
+        head_bytes: 100,
+        tail_bytes: 200,
+        stream_throttle_ms: 20,
+        stream_max_event_bytes: 1000,
+        ..OutputConfig::default()
+    }
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| ((i * 7 + i / 13) % 251) as u8).collect()
+}
+
+#[tokio::test]
+async fn spills_byte_exact_and_serves_any_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let (events, mut rx) = broadcast::channel(1024);
+    let job_id = JobId::random().unwrap();
+    let (sink, handle) = Actor::spawn(
+        None,
+        Sink,
+        SinkArgs {
+            job_id: job_id.clone(),
+            config: small_config(),
+            artifact_path: dir.path().join("a.log"),
+            events,
+        },
+    )
+    .await
+    .unwrap();
+    let feed = SinkFeed::new(sink.clone());
+    let data = pattern(100_000);
+    for chunk in data.chunks(777) {
+        assert!(feed.push(Bytes::copy_from_slice(chunk)).await);
+    }
+    let summary = feed.complete(Duration::from_secs(5)).await.unwrap();
+    assert!(summary.truncation.truncated);
+    assert_eq!(summary.truncation.total_bytes, 100_000);
+    let artifact = summary.truncation.artifact.clone().unwrap();
+    assert_eq!(artifact.id, job_id.to_string());
+    assert_eq!(std::fs::read(&artifact.path).unwrap(), data);
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&artifact.path).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+
+    for (offset, len) in [(0u64, 50usize), (90, 40), (5_000, 3_000), (99_950, 500)] {
+        let slice = sink
+            .call(
+                |reply| SinkMsg::Read {
+                    offset,
+                    max: len,
+                    reply,
+                },
+                None,
+            )
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let end = (offset as usize + len).min(data.len());
+        assert_eq!(
+            &slice.data[..],
+            &data[offset as usize..end],
+            "range {offset}+{len}"
+        );
+    }
+
+    // Streamed events reassemble the exact stream.
+    let mut streamed = Vec::new();
+    while let Ok(event) = rx.try_recv() {
+        if let SessionEvent::Output {
+            offset,
+            data: chunk,
+            ..
+        } = event
+        {
+            assert_eq!(offset as usize, streamed.len());
+            assert!(chunk.len() <= 1000);
+            streamed.extend_from_slice(&chunk);
+        }
+    }
+    assert_eq!(streamed, data);
+    sink.stop(None);
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn small_output_stays_in_memory_and_a_failed_spill_keeps_the_tail() {
+    let (events, _rx) = broadcast::channel(16);
+    let (sink, _) = Actor::spawn(
+        None,
+        Sink,
+        SinkArgs {
+            job_id: JobId::random().unwrap(),
+            config: small_config(),
+            artifact_path: "/proc/self/no-such-dir/a.log".into(),
+            events,
+        },
+    )
+    .await
+    .unwrap();
+    let feed = SinkFeed::new(sink.clone());
+    feed.push(Bytes::from_static(b"short\n")).await;
+    let summary = feed.complete(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(summary.rendered.body, "short\n");
+    assert!(summary.truncation.artifact.is_none());
+
+    let lines: String = (0..200).map(|i| format!("line {i}\n")).collect();
+    feed.push(Bytes::from(lines.clone().into_bytes())).await;
+    let summary = feed.complete(Duration::from_secs(5)).await.unwrap();
+    assert!(summary.truncation.spill_error.is_some());
+    assert!(summary.truncation.artifact.is_none());
+    assert!(
+        summary.rendered.body.ends_with("line 198\nline 199\n"),
+        "{}",
+        summary.rendered.body
+    );
+    let middle = sink
+        .call(
+            |reply| SinkMsg::Read {
+                offset: 300,
+                max: 10,
+                reply,
+            },
+            None,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(middle.is_err());
+}

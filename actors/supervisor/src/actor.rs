@@ -1,0 +1,213 @@
+//! The root supervisor actor.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::Actor;
+use ractor::ActorId;
+use ractor::ActorProcessingErr;
+use ractor::ActorRef;
+use ractor::SupervisionEvent;
+use shellvisor_actor_session::Session;
+use shellvisor_actor_session::SessionArgs;
+use shellvisor_process::PrivateDir;
+use shellvisor_process::ProcessRegistry;
+use shellvisor_process::Spawner;
+use shellvisor_protocol::Config;
+use shellvisor_protocol::Error;
+use shellvisor_protocol::SessionId;
+use tokio::sync::broadcast;
+
+use crate::messages::SessionEntry;
+use crate::messages::SupervisorMsg;
+
+/// Events buffered per session for slow subscribers (each at most one
+/// streamed chunk, 64 KiB by default).
+const SESSION_EVENT_CAPACITY: usize = 64;
+/// How long closing a session may take.
+const SESSION_STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The root supervisor (see the crate documentation).
+#[derive(Debug)]
+pub struct Supervisor;
+
+/// What the root supervisor needs.
+#[derive(Debug)]
+pub struct SupervisorArgs {
+    /// The runtime configuration.
+    pub config: Arc<Config>,
+    /// The runtime's spawner thread.
+    pub spawner: Arc<Spawner>,
+    /// The runtime's registry of live process groups.
+    pub registry: Arc<ProcessRegistry>,
+    /// The runtime's private directory (sessions get subdirectories).
+    pub runtime_dir: Arc<PrivateDir>,
+    /// Where artifacts go (sessions get subdirectories).
+    pub artifacts_dir: Arc<PrivateDir>,
+    /// The environment a fresh shell starts with.
+    pub base_env: Arc<Vec<(OsString, OsString)>>,
+    /// The home directory.
+    pub home: Option<PathBuf>,
+    /// The first working directory of every session.
+    pub initial_cwd: PathBuf,
+}
+
+/// The root supervisor's state.
+#[derive(Debug)]
+pub struct SupervisorState {
+    args: SupervisorArgs,
+    sessions: HashMap<SessionId, SessionEntry>,
+    by_actor: HashMap<ActorId, SessionId>,
+    next_session: u64,
+    shutting_down: bool,
+}
+
+impl Actor for Supervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SupervisorMsg>,
+        args: SupervisorArgs,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        Ok(SupervisorState {
+            args,
+            sessions: HashMap::new(),
+            by_actor: HashMap::new(),
+            next_session: 0,
+            shutting_down: false,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        message: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SupervisorMsg::OpenSession { id, reply } => {
+                let _ = reply.send(state.open(&myself, id).await);
+            }
+            SupervisorMsg::CloseSession { id, reply } => {
+                let entry = state.sessions.remove(&id);
+                if let Some(entry) = &entry {
+                    state.by_actor.remove(&entry.actor.get_id());
+                }
+                tokio::spawn(async move {
+                    if let Some(entry) = entry {
+                        let _ = entry
+                            .actor
+                            .stop_and_wait(
+                                Some("session closed".to_owned()),
+                                Some(SESSION_STOP_TIMEOUT),
+                            )
+                            .await;
+                    }
+                    let _ = reply.send(());
+                });
+            }
+            SupervisorMsg::Shutdown(reply) => {
+                state.shutting_down = true;
+                let sessions: Vec<SessionEntry> =
+                    state.sessions.drain().map(|(_, entry)| entry).collect();
+                state.by_actor.clear();
+                let mut stops = tokio::task::JoinSet::new();
+                for entry in sessions {
+                    stops.spawn(async move {
+                        let _ = entry
+                            .actor
+                            .stop_and_wait(
+                                Some("runtime shutdown".to_owned()),
+                                Some(SESSION_STOP_TIMEOUT),
+                            )
+                            .await;
+                    });
+                }
+                tokio::spawn(async move {
+                    while stops.join_next().await.is_some() {}
+                    let _ = reply.send(());
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<SupervisorMsg>,
+        event: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorTerminated(cell, _, _) => state.forget(cell.get_id()),
+            SupervisionEvent::ActorFailed(cell, err) => {
+                tracing::error!(%err, "session failed; it is recreated on next use");
+                state.forget(cell.get_id());
+            }
+            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {}
+        }
+        Ok(())
+    }
+}
+
+impl SupervisorState {
+    async fn open(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+        id: SessionId,
+    ) -> shellvisor_protocol::Result<SessionEntry> {
+        if self.shutting_down {
+            return Err(Error::ShuttingDown);
+        }
+        if let Some(entry) = self.sessions.get(&id) {
+            return Ok(entry.clone());
+        }
+        self.next_session += 1;
+        let name = format!("s{}", self.next_session);
+        let dir = self
+            .args
+            .runtime_dir
+            .subdir(&name)
+            .map_err(|err| Error::io("creating the session directory", &err))?;
+        let artifacts_dir = self
+            .args
+            .artifacts_dir
+            .subdir(&name)
+            .map_err(|err| Error::io("creating the session artifacts directory", &err))?;
+        let (events, _) = broadcast::channel(SESSION_EVENT_CAPACITY);
+        let args = SessionArgs {
+            id: id.clone(),
+            config: Arc::clone(&self.args.config),
+            spawner: Arc::clone(&self.args.spawner),
+            registry: Arc::clone(&self.args.registry),
+            dir,
+            artifacts_dir,
+            base_env: Arc::clone(&self.args.base_env),
+            home: self.args.home.clone(),
+            initial_cwd: self.args.initial_cwd.clone(),
+            events: events.clone(),
+        };
+        let (actor, _) = Actor::spawn_linked(None, Session, args, myself.get_cell())
+            .await
+            .map_err(|err| Error::Spawn {
+                what: "session".to_owned(),
+                message: err.to_string(),
+            })?;
+        let entry = SessionEntry { actor, events };
+        self.by_actor.insert(entry.actor.get_id(), id.clone());
+        self.sessions.insert(id, entry.clone());
+        Ok(entry)
+    }
+
+    fn forget(&mut self, actor: ActorId) {
+        if let Some(id) = self.by_actor.remove(&actor) {
+            self.sessions.remove(&id);
+        }
+    }
+}

@@ -1,0 +1,41 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # Shape
+//!
+//! [`Runtime::start`] builds a supervisor tree (ractor actors): a root
+//! supervisor over Sessions; each Session owns a persistent Shell and one Job
+//! (with a Sink for its output) per run. [`Runtime::session`] opens or finds a
+//! session; [`Session::run`] runs a command and returns a [`RunOutcome`].
+//! [`Session::subscribe`] streams output as it is produced, with byte offsets;
+//! [`Session::read_output`] reads any byte range of a retained job's output.
+//!
+//! Nothing the runtime starts outlives it: every shell leads its own process
+//! group, gets `SIGKILL` if the runtime's spawner thread ends, and is killed
+//! with its group by [`Runtime::shutdown`] or when the last handle is dropped.
+
+mod runtime;
+mod session;
+
+pub use runtime::Runtime;
+pub use session::Session;
+pub use session::Subscription;
+pub use shellvisor_process::raise_fd_limit;
+pub use shellvisor_protocol::ArtifactRef;
+pub use shellvisor_protocol::Config;
+pub use shellvisor_protocol::Error;
+pub use shellvisor_protocol::ErrorCode;
+pub use shellvisor_protocol::JobId;
+pub use shellvisor_protocol::JobsConfig;
+pub use shellvisor_protocol::OutputChunk;
+pub use shellvisor_protocol::OutputConfig;
+pub use shellvisor_protocol::RestartConfig;
+pub use shellvisor_protocol::Result;
+pub use shellvisor_protocol::RunOutcome;
+pub use shellvisor_protocol::RunRequest;
+pub use shellvisor_protocol::RunResult;
+pub use shellvisor_protocol::SessionEvent;
+pub use shellvisor_protocol::SessionId;
+pub use shellvisor_protocol::ShellConfig;
+pub use shellvisor_protocol::TimeoutConfig;
+pub use shellvisor_protocol::TimeoutInfo;
+pub use shellvisor_protocol::Truncation;

@@ -1,0 +1,209 @@
+//! The runtime handle.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ractor::Actor;
+use ractor::ActorRef;
+use ractor::rpc::CallResult;
+use shellvisor_actor_supervisor::SessionEntry;
+use shellvisor_actor_supervisor::Supervisor;
+use shellvisor_actor_supervisor::SupervisorArgs;
+use shellvisor_actor_supervisor::SupervisorMsg;
+use shellvisor_policy::base_env;
+use shellvisor_process::PrivateDir;
+use shellvisor_process::ProcessRegistry;
+use shellvisor_process::Spawner;
+use shellvisor_protocol::Config;
+use shellvisor_protocol::Error;
+use shellvisor_protocol::Result;
+use shellvisor_protocol::SessionId;
+
+use crate::session::Session;
+
+/// How long shutdown waits for sessions to close before killing what is left.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running shellvisor runtime. Cheap to clone; every clone is the same
+/// runtime. Dropping the last clone (and every [`Session`] handle) kills all
+/// of its processes; [`Runtime::shutdown`] does it gracefully.
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    inner: Arc<RuntimeInner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct RuntimeInner {
+    root: ActorRef<SupervisorMsg>,
+    spawner: Arc<Spawner>,
+    registry: Arc<ProcessRegistry>,
+    config: Arc<Config>,
+    shut_down: AtomicBool,
+}
+
+impl Runtime {
+    /// Starts a runtime: its private directory, its spawner thread and its
+    /// supervisor. Must be called inside a tokio runtime (multi-threaded or not).
+    ///
+    /// # Errors
+    /// When the runtime directory, the spawner thread or the supervisor cannot
+    /// be created.
+    pub async fn start(config: Config) -> Result<Runtime> {
+        let runtime_dir = match &config.runtime_dir {
+            Some(parent) => {
+                std::fs::create_dir_all(parent)
+                    .map_err(|err| Error::io("creating the runtime directory", &err))?;
+                PrivateDir::create_unique(parent, "shellvisor-")
+            }
+            None => PrivateDir::create_unique(&PrivateDir::default_parent(), "shellvisor-"),
+        }
+        .map_err(|err| Error::io("creating the runtime directory", &err))?;
+        let artifacts_dir = match &config.artifacts_dir {
+            Some(dir) => {
+                let name = format!(
+                    "shellvisor-{}",
+                    shellvisor_protocol::random_token(8)
+                        .map_err(|err| Error::io("generating a name", &err))?
+                );
+                PrivateDir::existing(dir.join(name))
+            }
+            None => runtime_dir
+                .subdir("artifacts")
+                .and_then(PrivateDir::existing),
+        }
+        .map_err(|err| Error::io("creating the artifacts directory", &err))?;
+        let spawner = Arc::new(
+            Spawner::start("shellvisor-spawner")
+                .map_err(|err| Error::io("starting the spawner thread", &err))?,
+        );
+        let registry = ProcessRegistry::new();
+        let initial_cwd = config
+            .shell
+            .cwd
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let config = Arc::new(config);
+        let args = SupervisorArgs {
+            config: Arc::clone(&config),
+            spawner: Arc::clone(&spawner),
+            registry: Arc::clone(&registry),
+            runtime_dir: Arc::new(runtime_dir),
+            artifacts_dir: Arc::new(artifacts_dir),
+            base_env: Arc::new(base_env(
+                std::env::vars_os(),
+                config.shell.inherit_env,
+                &config.shell.env,
+            )),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+            initial_cwd,
+        };
+        let (root, _) = Actor::spawn(None, Supervisor, args)
+            .await
+            .map_err(|err| Error::Spawn {
+                what: "supervisor".to_owned(),
+                message: err.to_string(),
+            })?;
+        Ok(Runtime {
+            inner: Arc::new(RuntimeInner {
+                root,
+                spawner,
+                registry,
+                config,
+                shut_down: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Opens the session `id`, or returns the one already open. Its shell
+    /// starts at once, so the first command finds it ready.
+    ///
+    /// # Errors
+    /// [`Error::ShuttingDown`] after [`Runtime::shutdown`]; I/O errors creating
+    /// the session's directories.
+    pub async fn session(&self, id: impl Into<SessionId>) -> Result<Session> {
+        let id = id.into();
+        let entry = self.inner.open(&id).await?;
+        Ok(Session::new(id, Arc::clone(&self.inner), entry))
+    }
+
+    /// Closes a session: kills its shells and processes, forgets its jobs.
+    /// Closing an unknown session does nothing.
+    pub async fn close_session(&self, id: impl Into<SessionId>) {
+        let id = id.into();
+        let _ = self
+            .inner
+            .root
+            .call(
+                |reply| SupervisorMsg::CloseSession { id, reply },
+                Some(SHUTDOWN_TIMEOUT),
+            )
+            .await;
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Number of process groups the runtime currently owns (shells and their jobs).
+    pub fn live_process_groups(&self) -> usize {
+        self.inner.registry.len()
+    }
+
+    /// Closes every session (their processes get SIGTERM, then SIGKILL after
+    /// the grace period), stops the actors and the spawner thread. Afterwards
+    /// nothing the runtime started is running. Idempotent.
+    pub async fn shutdown(&self) {
+        if self.inner.shut_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let _ = self
+            .inner
+            .root
+            .call(SupervisorMsg::Shutdown, Some(SHUTDOWN_TIMEOUT))
+            .await;
+        let _ = self
+            .inner
+            .root
+            .stop_and_wait(Some("runtime shutdown".to_owned()), Some(SHUTDOWN_TIMEOUT))
+            .await;
+        self.inner.registry.kill_all();
+        self.inner.spawner.shutdown();
+    }
+}
+
+impl RuntimeInner {
+    pub(crate) fn check_running(&self) -> Result<()> {
+        if self.shut_down.load(Ordering::SeqCst) {
+            Err(Error::ShuttingDown)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(crate) async fn open(&self, id: &SessionId) -> Result<SessionEntry> {
+        self.check_running()?;
+        let id = id.clone();
+        match self
+            .root
+            .call(|reply| SupervisorMsg::OpenSession { id, reply }, None)
+            .await
+        {
+            Ok(CallResult::Success(entry)) => entry,
+            Ok(_) | Err(_) => Err(Error::ShuttingDown),
+        }
+    }
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        // Not shut down gracefully: kill everything now, synchronously.
+        self.registry.kill_all();
+        self.root.kill();
+        self.spawner.shutdown();
+    }
+}

@@ -1,0 +1,164 @@
+//! The session handle.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use ractor::MessagingErr;
+use ractor::rpc::CallResult;
+use shellvisor_actor_session::SessionMsg;
+use shellvisor_actor_supervisor::SessionEntry;
+use shellvisor_protocol::Error;
+use shellvisor_protocol::JobId;
+use shellvisor_protocol::OutputChunk;
+use shellvisor_protocol::Result;
+use shellvisor_protocol::RunOutcome;
+use shellvisor_protocol::RunRequest;
+use shellvisor_protocol::SessionEvent;
+use shellvisor_protocol::SessionId;
+use tokio::sync::broadcast;
+
+use crate::runtime::RuntimeInner;
+
+/// A handle to one agent session: its persistent shell and its jobs. Cheap to
+/// clone. Handles keep the runtime alive.
+#[derive(Clone, Debug)]
+pub struct Session {
+    id: SessionId,
+    runtime: Arc<RuntimeInner>,
+    entry: Arc<Mutex<SessionEntry>>,
+}
+
+impl Session {
+    pub(crate) fn new(id: SessionId, runtime: Arc<RuntimeInner>, entry: SessionEntry) -> Self {
+        Self {
+            id,
+            runtime,
+            entry: Arc::new(Mutex::new(entry)),
+        }
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// Runs a command in the session's shell and waits for its result.
+    ///
+    /// The command runs in the session's persistent shell, so `cd` and
+    /// exported variables carry over to later calls. If another call is still
+    /// running, this one runs at once in an isolated shell that starts from the
+    /// session's working directory and exported variables. A non-zero exit or
+    /// a timeout is a result (with `is_error` set), not an error.
+    ///
+    /// # Errors
+    /// Validation errors (invalid env names, a missing `cwd`, ...),
+    /// `shell_unavailable` when the shell keeps failing to start,
+    /// `shutting_down`, and `actor_gone` if the run's actor was killed before
+    /// answering (the command may have run; it is never retried).
+    pub async fn run(&self, request: RunRequest) -> Result<RunOutcome> {
+        self.runtime.check_running()?;
+        let mut request = request;
+        // One retry, and only when the message never reached the session
+        // (its actor had stopped): the command cannot have run.
+        for attempt in 0..2 {
+            let actor = self.entry()?.actor;
+            match actor
+                .call(|reply| SessionMsg::Run { request, reply }, None)
+                .await
+            {
+                Ok(CallResult::Success(result)) => return result,
+                Ok(CallResult::Timeout | CallResult::SenderError) => {
+                    return Err(Error::actor_gone("job"));
+                }
+                Err(MessagingErr::SendErr(SessionMsg::Run {
+                    request: unsent, ..
+                })) if attempt == 0 => {
+                    request = unsent;
+                    self.reopen().await?;
+                }
+                Err(_) => return Err(Error::actor_gone("session")),
+            }
+        }
+        Err(Error::actor_gone("session"))
+    }
+
+    /// Reads raw output bytes `[offset, offset + max)` of a job of this session
+    /// (at most 1 MiB per call), while the job is retained.
+    ///
+    /// # Errors
+    /// `job_not_found` for an unknown job or another session's job,
+    /// `output_unavailable` when the range was neither kept in memory nor saved.
+    pub async fn read_output(
+        &self,
+        job_id: &JobId,
+        offset: u64,
+        max: usize,
+    ) -> Result<OutputChunk> {
+        self.runtime.check_running()?;
+        let actor = self.entry()?.actor;
+        let job_id = job_id.clone();
+        match actor
+            .call(
+                |reply| SessionMsg::ReadOutput {
+                    job_id,
+                    offset,
+                    max,
+                    reply,
+                },
+                None,
+            )
+            .await
+        {
+            Ok(CallResult::Success(result)) => result,
+            Ok(_) => Err(Error::actor_gone("job")),
+            Err(_) => Err(Error::actor_gone("session")),
+        }
+    }
+
+    /// Subscribes to this session's events: jobs starting and finishing, and
+    /// their output as it is produced (coalesced, with byte offsets). A
+    /// subscriber that falls behind receives [`SessionEvent::Lagged`] and can
+    /// re-read what it missed with [`Session::read_output`]; it never slows a
+    /// run down or grows memory.
+    pub fn subscribe(&self) -> Subscription {
+        let receiver = match self.entry() {
+            Ok(entry) => entry.events.subscribe(),
+            Err(_) => broadcast::channel(1).0.subscribe(),
+        };
+        Subscription { receiver }
+    }
+
+    fn entry(&self) -> Result<SessionEntry> {
+        self.entry
+            .lock()
+            .map(|entry| entry.clone())
+            .map_err(|_| Error::actor_gone("session handle"))
+    }
+
+    async fn reopen(&self) -> Result<()> {
+        let entry = self.runtime.open(&self.id).await?;
+        if let Ok(mut current) = self.entry.lock() {
+            *current = entry;
+        }
+        Ok(())
+    }
+}
+
+/// A stream of a session's events.
+#[derive(Debug)]
+pub struct Subscription {
+    receiver: broadcast::Receiver<SessionEvent>,
+}
+
+impl Subscription {
+    /// The next event; `None` once the session is closed.
+    pub async fn recv(&mut self) -> Option<SessionEvent> {
+        match self.receiver.recv().await {
+            Ok(event) => Some(event),
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                Some(SessionEvent::Lagged { missed })
+            }
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The framing survives anything a command can do (issue 2, point 3): each
+//! case reports the right exit code and the shell answers the next call.
+
+use crate::support::TestRuntime;
+use crate::support::run;
+
+async fn assert_shell_usable(session: &shellvisor::Session) {
+    let result = run(session, "echo still-ok").await;
+    assert_eq!(result.output, "still-ok\n");
+    assert_eq!(result.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn syntax_errors_and_unfinished_input_are_contained() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("framing").await;
+    for command in [
+        "if then fi",
+        "echo 'unclosed quote",
+        "echo \"unclosed",
+        "cat <<EOF\nheredoc body never ends\n",
+        "( echo open paren",
+    ] {
+        let result = run(&session, command).await;
+        assert!(result.exit_code.is_some(), "{command}: {result:?}");
+        assert!(!result.shell_restarted, "{command}");
+        assert_shell_usable(&session).await;
+    }
+    let result = run(&session, "if then fi").await;
+    assert_eq!(result.exit_code, Some(2));
+    assert!(result.output.contains("syntax error"), "{}", result.output);
+    assert!(result.is_error);
+    assert!(
+        result.text.ends_with("Command exited with code 2"),
+        "{}",
+        result.text
+    );
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn commands_reading_stdin_get_eof_at_once() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("stdin").await;
+    let result = run(&session, "cat; read -r line; echo \"read=$?\"; python3 -c 'import sys; print(len(sys.stdin.read()))'").await;
+    assert_eq!(result.output, "read=1\n0\n");
+    assert_eq!(result.exit_code, Some(0));
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn exit_exec_and_self_kill_report_and_restart_the_shell() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("exit").await;
+    run(&session, "cd / && export KEEP=yes").await;
+    for (command, code) in [
+        ("exit 3", 3),
+        ("echo before; exec true", 0),
+        ("kill -9 $$", 137),
+        ("kill -TERM $$", 143),
+    ] {
+        let result = run(&session, command).await;
+        assert_eq!(result.exit_code, Some(code), "{command}: {}", result.text);
+        assert!(result.shell_restarted, "{command}");
+        assert!(result.text.contains("fresh shell"), "{}", result.text);
+        let next = run(&session, "echo \"$KEEP $PWD\"").await;
+        assert_eq!(next.output, "yes /\n", "after {command}");
+    }
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn signal_deaths_report_128_plus_n() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("signals").await;
+    let result = run(&session, "sleep 30 & kill -KILL $!; wait $!").await;
+    assert_eq!(result.exit_code, Some(137));
+    let result = run(&session, "bash -c 'kill -SEGV $$'").await;
+    assert_eq!(result.exit_code, Some(139));
+    assert_shell_usable(&session).await;
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn odd_output_shapes_come_back_exactly() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("shapes").await;
+    let result = run(&session, "printf 'no trailing newline'").await;
+    assert_eq!(result.output, "no trailing newline");
+    assert!(
+        result
+            .text
+            .starts_with("no trailing newline\n\nWall time: ")
+    );
+
+    let result = run(&session, "printf 'a\\x00b\\xffc\\x1b[31mred\\x1b[0m\\n'").await;
+    assert_eq!(result.output, "ab\u{FFFD}cred\n");
+    assert_eq!(result.truncation.total_bytes, 18);
+
+    let result = run(&session, "true").await;
+    assert_eq!(result.output, "");
+    assert!(
+        result.text.starts_with("(no output)\n\nWall time: "),
+        "{}",
+        result.text
+    );
+
+    let result = run(&session, "echo out; echo err >&2; echo out2").await;
+    assert_eq!(result.output, "out\nerr\nout2\n");
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn background_writers_do_not_leak_into_later_calls() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("late").await;
+    let started = std::time::Instant::now();
+    let result = run(&session, "(sleep 1; echo late) & echo now").await;
+    assert_eq!(result.output, "now\n");
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(900),
+        "the call waited for its & child"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+    let result = run(&session, "echo next").await;
+    assert_eq!(result.output, "next\n");
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn output_cannot_forge_the_end_of_a_run() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("forge").await;
+    // Status-record look-alikes on stdout and stderr, and on every open fd.
+    let forged = r#"printf 'x\0000\000/\n\000\000'; printf '\0000\000/\000\000' >&2
+for fd in /proc/$$/fd/*; do printf 'nonce\0000\000/\n\000\000' > "$fd" 2>/dev/null; done
+echo done; exit_code() { return 5; }; exit_code"#;
+    let result = run(&session, forged).await;
+    assert_eq!(result.exit_code, Some(5), "{}", result.text);
+    assert!(result.output.ends_with("done\n"), "{:?}", result.output);
+    assert_shell_usable(&session).await;
+    rt.runtime.shutdown().await;
+}

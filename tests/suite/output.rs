@@ -1,0 +1,198 @@
+//! Output: bounded memory, byte-exact artifacts, streaming with offsets, reads by offset.
+
+use std::io::Write;
+use std::time::Duration;
+
+use sha2::Digest;
+use sha2::Sha256;
+use shellvisor::RunRequest;
+use shellvisor::SessionEvent;
+
+use crate::support::TestRuntime;
+use crate::support::peak_rss_bytes;
+use crate::support::rss_bytes;
+use crate::support::run;
+use crate::support::run_request;
+
+/// Writes `len` pseudo-random bytes (binary, invalid UTF-8 included) to a file.
+fn random_file(dir: &std::path::Path, len: usize) -> (std::path::PathBuf, Vec<u8>) {
+    let path = dir.join("data.bin");
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut hasher = Sha256::new();
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut block = vec![0u8; 1 << 16];
+    let mut written = 0;
+    while written < len {
+        for byte in &mut block {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            *byte = (state >> 24) as u8;
+        }
+        let take = block.len().min(len - written);
+        file.write_all(&block[..take]).unwrap();
+        hasher.update(&block[..take]);
+        written += take;
+    }
+    file.flush().unwrap();
+    (path, hasher.finalize().to_vec())
+}
+
+#[tokio::test]
+async fn a_100_mb_flood_keeps_memory_bounded_and_the_artifact_byte_exact() {
+    const SIZE: usize = 100 * 1024 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, expected_sha) = random_file(dir.path(), SIZE);
+    let rt = TestRuntime::start().await;
+    let session = rt.session("flood").await;
+    run(&session, "echo warm").await;
+    let before = rss_bytes();
+    let peak_before = peak_rss_bytes();
+    let result = run_request(
+        &session,
+        RunRequest::new(format!("cat '{}'", path.display())).timeout_secs(120),
+    )
+    .await;
+    let growth = peak_rss_bytes().saturating_sub(peak_before.max(before));
+    println!(
+        "100 MB flood: rss before {} KiB, peak growth {} KiB",
+        before / 1024,
+        growth / 1024
+    );
+    assert!(growth < 16 * 1024 * 1024, "runtime grew by {growth} bytes");
+
+    assert_eq!(result.exit_code, Some(0));
+    assert_eq!(result.truncation.total_bytes, SIZE as u64);
+    assert!(result.truncation.truncated);
+    let artifact = result.truncation.artifact.clone().expect("an artifact");
+    let mut hasher = Sha256::new();
+    let mut file = std::fs::File::open(&artifact.path).unwrap();
+    let mut block = vec![0u8; 1 << 20];
+    loop {
+        let n = std::io::Read::read(&mut file, &mut block).unwrap();
+        if n == 0 {
+            break;
+        }
+        hasher.update(&block[..n]);
+    }
+    assert_eq!(
+        hasher.finalize().to_vec(),
+        expected_sha,
+        "artifact differs from the bytes produced"
+    );
+    assert!(
+        result
+            .text
+            .contains(&format!("Read artifact://{} for full output]", artifact.id)),
+        "{}",
+        &result.text[result.text.len().saturating_sub(300)..]
+    );
+    assert!(result.text.len() < 200 * 1024);
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn streamed_output_reassembles_the_exact_bytes_and_reads_by_offset_agree() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("stream").await;
+    let mut events = session.subscribe();
+    let command =
+        "for i in $(seq 1 3000); do printf 'line %05d \\x01\\xfe\\n' $i; done; printf tail";
+    let result = run(&session, command).await;
+    let job = result.job_id.clone();
+
+    let mut streamed = Vec::new();
+    let mut finished = false;
+    while !finished {
+        let event = tokio::time::timeout(Duration::from_secs(5), events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        match event {
+            SessionEvent::Output {
+                job_id,
+                offset,
+                data,
+            } if job_id == job => {
+                assert_eq!(offset, streamed.len() as u64, "offsets are contiguous");
+                streamed.extend_from_slice(&data);
+            }
+            SessionEvent::JobFinished { job_id, .. } if job_id == job => finished = true,
+            SessionEvent::Lagged { missed } => panic!("lagged by {missed}"),
+            _ => {}
+        }
+    }
+    let mut expected = Vec::new();
+    for i in 1..=3000 {
+        expected.extend_from_slice(format!("line {i:05} ").as_bytes());
+        expected.extend_from_slice(b"\x01\xfe\n");
+    }
+    expected.extend_from_slice(b"tail");
+    assert_eq!(streamed, expected);
+    assert_eq!(result.truncation.total_bytes, expected.len() as u64);
+
+    // Any range can be read back by offset, from memory or the artifact.
+    let mut read_back = Vec::new();
+    while read_back.len() < expected.len() {
+        let chunk = session
+            .read_output(&job, read_back.len() as u64, 7_000)
+            .await
+            .unwrap();
+        assert!(!chunk.data.is_empty());
+        read_back.extend_from_slice(&chunk.data);
+    }
+    assert_eq!(read_back, expected);
+    let end = session
+        .read_output(&job, expected.len() as u64, 100)
+        .await
+        .unwrap();
+    assert!(end.data.is_empty());
+    assert_eq!(end.total_bytes, expected.len() as u64);
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn large_output_is_shown_as_head_marker_tail_with_a_notice() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("truncate").await;
+    let result = run(&session, "seq 1 400000").await;
+    assert!(result.truncation.truncated);
+    assert_eq!(result.truncation.total_lines, 400_000);
+    assert!(result.output.starts_with("1\n2\n3\n"));
+    assert!(result.output.ends_with("399999\n400000\n"));
+    assert!(
+        result.output.contains("ln elided…]"),
+        "{}",
+        &result.output[..200]
+    );
+    let artifact = result.truncation.artifact.clone().unwrap();
+    assert!(result.text.contains(&"of 400000; ".to_string()));
+    assert!(
+        result
+            .text
+            .ends_with(&format!("Read artifact://{} for full output]", artifact.id))
+    );
+    let jobs_dir_mode =
+        std::fs::metadata(std::path::Path::new(&artifact.path).parent().unwrap()).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&jobs_dir_mode.permissions()) & 0o777,
+        0o700
+    );
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn other_sessions_jobs_are_not_found() {
+    let rt = TestRuntime::start().await;
+    let a = rt.session("a").await;
+    let b = rt.session("b").await;
+    let result = run(&a, "echo secret").await;
+    let err = b.read_output(&result.job_id, 0, 100).await.unwrap_err();
+    assert_eq!(err.code(), shellvisor::ErrorCode::JobNotFound);
+    let err = b
+        .read_output(&shellvisor::JobId::new("job_nonexistent"), 0, 100)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), shellvisor::ErrorCode::JobNotFound);
+    rt.runtime.shutdown().await;
+}

@@ -1,0 +1,83 @@
+//! The restart budget stops a crash loop without touching other sessions.
+
+use std::time::Duration;
+use std::time::Instant;
+
+use shellvisor::Config;
+use shellvisor::ErrorCode;
+use shellvisor::RunRequest;
+
+use crate::support::TestRuntime;
+use crate::support::run;
+
+#[tokio::test]
+async fn a_shell_that_dies_at_start_hits_the_budget_and_reports_shell_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken-bash");
+    std::fs::write(&broken, "#!/bin/sh\nexit 1\n").unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(
+        &mut std::fs::metadata(&broken).unwrap().permissions(),
+        0o755,
+    );
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut config = Config::default();
+    config.shell.program = broken;
+    config.restart.max_restarts = 3;
+    config.restart.window_secs = 30;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("crashloop").await;
+
+    let started = Instant::now();
+    let mut last = None;
+    for _ in 0..10 {
+        match tokio::time::timeout(
+            Duration::from_secs(20),
+            session.run(RunRequest::new("echo hi")),
+        )
+        .await
+        .unwrap()
+        {
+            Err(err) if err.code() == ErrorCode::ShellUnavailable => {
+                last = Some(err);
+                break;
+            }
+            Err(_) => {}
+            Ok(outcome) => {
+                let result = outcome.completed().unwrap();
+                assert!(
+                    result.is_error,
+                    "a broken shell cannot run commands: {}",
+                    result.text
+                );
+            }
+        }
+    }
+    let err = last.expect("the budget was never exhausted");
+    assert!(err.to_string().starts_with("shell_unavailable: "), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+    // No hot loop: nothing is being started any more.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let err = session.run(RunRequest::new("echo hi")).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ShellUnavailable);
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_crash_looping_session_does_not_affect_another() {
+    let rt = TestRuntime::start().await;
+    let healthy = rt.session("healthy").await;
+    let victim = rt.session("victim").await;
+    run(&victim, "export V=1").await;
+    // Kill the victim's shell from outside, repeatedly, while it is idle.
+    for _ in 0..3 {
+        let pid = run(&victim, "echo $$").await.output.trim().to_owned();
+        std::process::Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(run(&healthy, "echo fine").await.output, "fine\n");
+    }
+    assert_eq!(run(&victim, "echo back $V").await.output, "back 1\n");
+    rt.runtime.shutdown().await;
+}
