@@ -100,3 +100,34 @@ async fn non_interactive_environment_is_set() {
     );
     rt.runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn exports_made_through_functions_and_sourced_files_survive_a_restart() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("snapshot").await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("env.sh");
+    std::fs::write(
+        &script,
+        "export FROM_SOURCE=sourced\nshv_test_setenv() { export FROM_FN=called; }\n",
+    )
+    .unwrap();
+    run(&session, &format!(". '{}'", script.display())).await;
+    // A plain command first: it cannot change the environment, so no snapshot is taken.
+    run(&session, "ls >/dev/null").await;
+    // Calling a known function may change it: a snapshot follows.
+    run(&session, "shv_test_setenv").await;
+    run(&session, "true").await;
+    let result = run(&session, "kill -9 $$").await;
+    assert!(result.shell_restarted);
+    let result = run(
+        &session,
+        "echo \"$FROM_SOURCE $FROM_FN\"; type shv_test_setenv >/dev/null 2>&1 || echo no-functions",
+    )
+    .await;
+    assert_eq!(
+        result.output, "sourced called\nno-functions\n",
+        "exported variables survive; functions do not (documented)"
+    );
+    rt.runtime.shutdown().await;
+}

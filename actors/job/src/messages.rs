@@ -80,8 +80,13 @@ pub enum JobNotice {
 /// The state a Job leaves its shell in.
 #[derive(Debug)]
 pub enum ShellRelease {
-    /// Ready for the next command; the record carries its cwd and environment.
-    Reusable(StatusRecord),
+    /// Ready for the next command.
+    Reusable {
+        /// The run's status (its cwd).
+        status: StatusRecord,
+        /// Whether an environment record for the run follows.
+        env_follows: bool,
+    },
     /// Gone (it exited or was killed) or unusable: replace it.
     Ended,
 }

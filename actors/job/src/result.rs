@@ -23,9 +23,19 @@ pub(crate) fn build_result(
     let mut notices = plan.notices.clone();
     let mut timed_out = false;
     let (exit_code, cwd, release) = match outcome.end {
-        RunEnd::Completed(record) => {
-            let cwd = record.cwd.as_ref().map(|p| p.display().to_string());
-            (record.exit_code, cwd, ShellRelease::Reusable(record))
+        RunEnd::Completed {
+            status,
+            env_follows,
+        } => {
+            let cwd = status.cwd.as_ref().map(|p| p.display().to_string());
+            (
+                status.exit_code,
+                cwd,
+                ShellRelease::Reusable {
+                    status,
+                    env_follows,
+                },
+            )
         }
         RunEnd::ShellExited { exit, killed } => match killed {
             Some(KillReason::Timeout) => {
@@ -87,7 +97,7 @@ pub(crate) fn build_result(
         exit_code,
         truncation_notice: truncation_notice.as_deref(),
     });
-    let shell_restarted = !matches!(release, ShellRelease::Reusable(_));
+    let shell_restarted = !matches!(release, ShellRelease::Reusable { .. });
     let result = RunResult {
         job_id: job_id.clone(),
         exit_code,

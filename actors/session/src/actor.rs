@@ -32,6 +32,7 @@ use shellvisor_policy::resolve_cwd;
 use shellvisor_policy::resolve_timeout;
 use shellvisor_policy::validate_command;
 use shellvisor_policy::validate_env;
+use shellvisor_process::EnvRecord;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::ShellSpawnSpec;
 use shellvisor_process::Spawner;
@@ -45,6 +46,7 @@ use shellvisor_protocol::RunRequest;
 use shellvisor_protocol::SessionEvent;
 use shellvisor_protocol::SessionId;
 use tokio::sync::broadcast;
+use tokio::sync::watch;
 
 use crate::budget::RestartBudget;
 use crate::messages::SessionMsg;
@@ -54,6 +56,10 @@ const PTY_UNAVAILABLE_NOTICE: &str =
     "pty requested but unavailable in this environment; ran without a terminal";
 /// How long a closing session waits for its children to stop.
 const CHILDREN_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long seeding a shell waits for the primary's environment record of its
+/// last run (the shell writes it right after the status; it only fails to come
+/// if the shell died in between).
+const ENV_RECORD_WAIT: Duration = Duration::from_millis(500);
 
 /// The Session actor (see the crate documentation).
 #[derive(Debug)]
@@ -90,8 +96,13 @@ pub struct SessionState {
     args: SessionArgs,
     /// Last known working directory of the primary shell.
     cwd: PathBuf,
-    /// Last known `export -p` of the primary shell (`None`: the base environment).
+    /// Last known `export -p` of a primary shell (`None`: the base environment).
     env_snapshot: Option<Bytes>,
+    /// The current primary's environment records.
+    primary_env: Option<watch::Receiver<EnvRecord>>,
+    /// Nonce of the primary's last completed run (its environment record is
+    /// the one to seed from).
+    last_run_nonce: Option<String>,
     primary: Option<ActorRef<ShellMsg>>,
     primary_holder: Option<JobId>,
     shells: HashMap<ActorId, ShellEntry>,
@@ -141,6 +152,8 @@ impl Actor for Session {
             ),
             args,
             env_snapshot: None,
+            primary_env: None,
+            last_run_nonce: None,
             primary: None,
             primary_holder: None,
             shells: HashMap::new(),
@@ -270,6 +283,7 @@ impl SessionState {
         request: RunRequest,
         reply: RpcReplyPort<Result<RunOutcome>>,
     ) {
+        tracing::trace!(target: "shellvisor::stage", "session: run received");
         let plan = match self.plan(&request) {
             Ok(plan) => plan,
             Err(err) => {
@@ -306,6 +320,7 @@ impl SessionState {
         };
         match Actor::spawn_linked(None, Job, args, myself.get_cell()).await {
             Ok((job, _)) => {
+                tracing::trace!(target: "shellvisor::stage", "session: job spawned");
                 self.job_ids.insert(job.get_id(), job_id.clone());
                 self.jobs.insert(
                     job_id,
@@ -408,6 +423,13 @@ impl SessionState {
         myself: &ActorRef<SessionMsg>,
         role: ShellRole,
     ) -> Result<ActorRef<ShellMsg>> {
+        let env = self.shell_env().await;
+        let (env_tx, env_rx) = if role == ShellRole::Primary {
+            let (tx, rx) = watch::channel(EnvRecord::default());
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
         let config = &self.args.config;
         let cwd = if self.cwd.is_dir() {
             self.cwd.clone()
@@ -423,13 +445,14 @@ impl SessionState {
             registry: Arc::clone(&self.args.registry),
             spawn: ShellSpawnSpec {
                 program: config.shell.program.clone(),
-                env: self.shell_env(),
+                env,
                 cwd,
             },
             parent_dir: self.args.dir.clone(),
             startup_timeout: config.shell.startup_timeout(),
             kill_grace: config.timeouts.kill_grace(),
             notify: Some(myself.get_derived()),
+            env: env_tx,
         };
         let (shell, _) = Actor::spawn_linked(None, Shell, args, myself.get_cell())
             .await
@@ -445,12 +468,17 @@ impl SessionState {
                 holder: None,
             },
         );
+        if env_rx.is_some() {
+            self.primary_env = env_rx;
+            self.last_run_nonce = None;
+        }
         Ok(shell)
     }
 
     /// The environment for a new shell: the last snapshot of the primary's
     /// exported variables (minus reserved names), or the base environment.
-    fn shell_env(&self) -> Vec<(OsString, OsString)> {
+    async fn shell_env(&mut self) -> Vec<(OsString, OsString)> {
+        self.refresh_env_snapshot().await;
         if let Some(snapshot) = &self.env_snapshot {
             match parse_exported_env(snapshot) {
                 Ok(vars) => {
@@ -465,6 +493,28 @@ impl SessionState {
             }
         }
         self.args.base_env.as_ref().clone()
+    }
+
+    /// Takes the primary's latest environment record, waiting briefly for the
+    /// one of its last completed run if it has not been read yet.
+    async fn refresh_env_snapshot(&mut self) {
+        let Some(receiver) = self.primary_env.as_mut() else {
+            return;
+        };
+        if let Some(nonce) = self.last_run_nonce.clone() {
+            let arrived = tokio::time::timeout(
+                ENV_RECORD_WAIT,
+                receiver.wait_for(|record| record.nonce == nonce),
+            )
+            .await;
+            if !matches!(arrived, Ok(Ok(_))) {
+                tracing::debug!(session = %self.args.id, "environment record of the last run missing; using the previous one");
+            }
+        }
+        let record = receiver.borrow();
+        if !record.env.is_empty() {
+            self.env_snapshot = Some(record.env.clone());
+        }
     }
 
     async fn shell_released(
@@ -527,11 +577,19 @@ impl SessionState {
         };
         entry.holder = None;
         match (entry.role, release) {
-            (ShellRole::Primary, Some(ShellRelease::Reusable(record))) => {
-                if let Some(cwd) = record.cwd {
+            (
+                ShellRole::Primary,
+                Some(ShellRelease::Reusable {
+                    status,
+                    env_follows,
+                }),
+            ) => {
+                if let Some(cwd) = status.cwd {
                     self.cwd = cwd;
                 }
-                self.env_snapshot = Some(record.env);
+                if env_follows {
+                    self.last_run_nonce = Some(status.nonce);
+                }
                 self.primary_holder = None;
             }
             (ShellRole::Primary, _) => {

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use ractor::Actor;
@@ -11,22 +10,30 @@ use ractor::ActorRef;
 use ractor::DerivedActorRef;
 use ractor::MessagingErr;
 use ractor::concurrency::JoinHandle;
+use shellvisor_policy::ShellTraits;
+use shellvisor_policy::may_change_environment;
 use shellvisor_process::CommandWriter;
+use shellvisor_process::EnvRecord;
 use shellvisor_process::ExitInfo;
 use shellvisor_process::GroupGuard;
 use shellvisor_process::OutputFifo;
 use shellvisor_process::PrivateDir;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::ShellFiles;
+use shellvisor_process::ShellRecord;
 use shellvisor_process::ShellSpawnSpec;
 use shellvisor_process::Signal;
 use shellvisor_process::Spawner;
 use shellvisor_process::StatusReader;
 use shellvisor_process::spawn_shell;
 use shellvisor_protocol::random_token;
+use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio::sync::watch;
 
+use crate::io::IoCommand;
+use crate::io::RunIo;
+use crate::io::io_task;
 use crate::messages::ExecOutcome;
 use crate::messages::ExecRequest;
 use crate::messages::KillReason;
@@ -34,11 +41,12 @@ use crate::messages::RunEnd;
 use crate::messages::ShellEvent;
 use crate::messages::ShellMsg;
 use crate::messages::ShellNotice;
-use crate::pump::pump;
 use crate::tasks::AbortOnDrop;
 
-/// Random bytes in a run's nonce.
+/// Random bytes in a shell's nonce prefix (each run appends a counter).
 const NONCE_BYTES: usize = 10;
+/// How long a run waits for the previous run's environment record.
+const ENV_RECORD_WAIT: Duration = Duration::from_secs(1);
 
 /// The Shell actor (see the crate documentation).
 #[derive(Debug)]
@@ -61,6 +69,10 @@ pub struct ShellArgs {
     pub kill_grace: Duration,
     /// Where the shell's death is reported at once.
     pub notify: Option<DerivedActorRef<ShellNotice>>,
+    /// Where the exported environment after each run is published (the
+    /// Session keeps a receiver for its primary shell; `None` for a shell
+    /// nobody seeds from).
+    pub env: Option<watch::Sender<EnvRecord>>,
 }
 
 /// A Shell's state. Field order matters: the process group guard is dropped
@@ -79,23 +91,21 @@ struct LiveShell {
     group: GroupGuard,
     files: ShellFiles,
     writer: CommandWriter,
-    run: Arc<Mutex<Option<RunSlot>>>,
+    nonce_prefix: String,
+    runs: u64,
+    next_fifo: Option<OutputFifo>,
+    io: mpsc::UnboundedSender<IoCommand>,
+    env: watch::Receiver<EnvRecord>,
+    /// Nonce of the last run that reports its environment, until its record is in.
+    env_pending: Option<String>,
     exit: watch::Receiver<Option<ExitInfo>>,
     reap: Option<oneshot::Sender<()>>,
     busy: bool,
     killing: Option<KillReason>,
     exited: Option<ExitInfo>,
     escalation: Option<JoinHandle<Result<(), MessagingErr<ShellMsg>>>>,
-    _status_task: AbortOnDrop,
     _watch_task: AbortOnDrop,
     _dir: PrivateDir,
-}
-
-/// The run in progress: its nonce and where its end is reported.
-#[derive(Debug)]
-struct RunSlot {
-    nonce: String,
-    end: oneshot::Sender<RunEnd>,
 }
 
 impl Actor for Shell {
@@ -150,7 +160,10 @@ impl Actor for Shell {
         match message {
             ShellMsg::Exec(request) => live.exec(request).await,
             ShellMsg::Kill(reason) => live.kill(&myself, reason, grace),
-            ShellMsg::RunCompleted => live.busy = false,
+            ShellMsg::RunCompleted => {
+                live.busy = false;
+                live.prepare_fifo();
+            }
             ShellMsg::Exited(info) => {
                 if let Some(notify) = notify {
                     let _ = notify.send_message(ShellNotice::Ended {
@@ -224,14 +237,15 @@ async fn start_shell(
     let mut writer = CommandWriter::new(spawned.stdin)?;
     let mut status = StatusReader::new(spawned.status)?;
 
-    let nonce = random_token(NONCE_BYTES)?;
-    files.write_init(&nonce)?;
+    let nonce_prefix = random_token(NONCE_BYTES)?;
+    let nonce = format!("{nonce_prefix}i");
+    let init_line = files.write_init(&nonce)?;
     // A shell that dies at once closes its stdin; the exit below says why.
-    let _ = writer.send(files.source_line()).await;
+    let _ = writer.send(&init_line).await;
     let ready = tokio::time::timeout(args.startup_timeout, async {
         tokio::select! {
             record = status.next() => match record {
-                Ok(Some(record)) if record.nonce == nonce => Ok(()),
+                Ok(Some(ShellRecord::Status(record))) if record.nonce == nonce => Ok(()),
                 Ok(Some(_)) => Err("the shell reported an unexpected status record".to_owned()),
                 Ok(None) | Err(_) => match child.exited().await {
                     Ok(exit) => Err(format!("the shell exited during start-up with status {}", exit.shell_status())),
@@ -257,24 +271,16 @@ async fn start_shell(
         }
     }
 
-    let run: Arc<Mutex<Option<RunSlot>>> = Arc::new(Mutex::new(None));
-    let status_task = {
-        let run = Arc::clone(&run);
-        let myself = myself.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(record)) = status.next().await {
-                let slot = lock(&run).take_if(|slot| slot.nonce == record.nonce);
-                match slot {
-                    Some(slot) => {
-                        // Mark the shell idle before anyone can learn the run ended.
-                        let _ = myself.cast(ShellMsg::RunCompleted);
-                        let _ = slot.end.send(RunEnd::Completed(record));
-                    }
-                    None => tracing::warn!("status record for no run in progress; ignored"),
-                }
-            }
-        })
+    let (env_tx, env_rx) = match args.env {
+        Some(tx) => {
+            let rx = tx.subscribe();
+            (tx, rx)
+        }
+        None => watch::channel(EnvRecord::default()),
     };
+    let (io, commands) = mpsc::unbounded_channel();
+    // Not aborted with the actor: a run in progress always gets its report.
+    tokio::spawn(io_task(status, commands, myself.clone(), env_tx));
     let (exit_tx, exit_rx) = watch::channel(None);
     let (reap_tx, reap_rx) = oneshot::channel::<()>();
     let watch_task = {
@@ -295,57 +301,115 @@ async fn start_shell(
             }
         })
     };
-    Ok(LiveShell {
+    let mut live = LiveShell {
         group,
         files,
         writer,
-        run,
+        nonce_prefix,
+        runs: 0,
+        next_fifo: None,
+        io,
+        env: env_rx,
+        env_pending: Some(nonce.clone()),
         exit: exit_rx,
         reap: Some(reap_tx),
         busy: false,
         killing: None,
         exited: None,
         escalation: None,
-        _status_task: AbortOnDrop(status_task),
         _watch_task: AbortOnDrop(watch_task),
         _dir: dir,
-    })
+    };
+    live.prepare_fifo();
+    Ok(live)
 }
 
 impl LiveShell {
     async fn exec(&mut self, request: ExecRequest) {
+        tracing::trace!(target: "shellvisor::stage", "shell: exec received");
         if self.exited.is_some() || self.killing.is_some() {
             return refuse(request, "the shell has ended");
         }
         if self.busy {
             return refuse(request, "the shell is already running a command");
         }
-        let nonce = match random_token(NONCE_BYTES) {
-            Ok(nonce) => nonce,
-            Err(err) => return refuse(request, &format!("no random source: {err}")),
-        };
+        self.runs += 1;
+        let nonce = format!("{}{}", self.nonce_prefix, self.runs);
+        let env_record = self.may_change_environment(&request.command).await;
         let written = self.files.write_run(
             &nonce,
             &request.command,
             request.cwd.as_deref(),
             &request.env,
+            env_record,
         );
         if let Err(err) = written {
             return refuse(request, &format!("could not write the command file: {err}"));
         }
-        let fifo = match OutputFifo::create(self.files.fifo_path()) {
-            Ok(fifo) => fifo,
-            Err(err) => {
-                return refuse(request, &format!("could not create the output pipe: {err}"));
-            }
+        tracing::trace!(target: "shellvisor::stage", "shell: files written");
+        let fifo = match self.next_fifo.take() {
+            Some(fifo) => fifo,
+            None => match OutputFifo::create(self.files.fifo_path()) {
+                Ok(fifo) => fifo,
+                Err(err) => {
+                    return refuse(request, &format!("could not create the output pipe: {err}"));
+                }
+            },
         };
-        let (end_tx, end_rx) = oneshot::channel();
-        *lock(&self.run) = Some(RunSlot { nonce, end: end_tx });
+        self.env_pending = env_record.then(|| nonce.clone());
+        let start = IoCommand::Start(RunIo {
+            nonce,
+            fifo,
+            sink: request.sink,
+            reply_to: request.reply_to,
+            env_follows: env_record,
+        });
+        if let Err(mpsc::error::SendError(IoCommand::Start(io))) = self.io.send(start) {
+            return refuse_io(io, "the shell's I/O stopped");
+        }
         self.busy = true;
-        tokio::spawn(pump(fifo, end_rx, request.sink, request.reply_to));
-        if let Err(err) = self.writer.send(self.files.source_line()).await {
+        tracing::trace!(target: "shellvisor::stage", "shell: fifo ready, pump spawned");
+        if let Err(err) = self.writer.send(self.files.run_line()).await {
             // The shell is gone; its exit is reported by the watcher.
             tracing::debug!(%err, "writing to the shell failed");
+        }
+    }
+
+    /// Whether `command` may change the exported environment, judged with the
+    /// shell's functions, aliases and traps as of the previous run (whose
+    /// environment record, if one was asked for, is awaited first: bash writes
+    /// it before reading the next line anyway).
+    async fn may_change_environment(&mut self, command: &str) -> bool {
+        if let Some(nonce) = self.env_pending.take() {
+            let arrived = tokio::time::timeout(
+                ENV_RECORD_WAIT,
+                self.env.wait_for(|record| record.nonce == nonce),
+            )
+            .await;
+            if !matches!(arrived, Ok(Ok(_))) {
+                // Without the latest traits, assume the worst.
+                return true;
+            }
+        }
+        let traits = {
+            let record = self.env.borrow();
+            ShellTraits {
+                functions: record.functions.iter().cloned().collect(),
+                aliases: record.aliases,
+                traps: record.traps,
+            }
+        };
+        may_change_environment(command, &traits)
+    }
+
+    /// Creates the next run's output FIFO while the shell is idle, off the
+    /// next caller's path. A failure is retried when the run starts.
+    fn prepare_fifo(&mut self) {
+        if self.next_fifo.is_none() && self.exited.is_none() {
+            match OutputFifo::create(self.files.fifo_path()) {
+                Ok(fifo) => self.next_fifo = Some(fifo),
+                Err(err) => tracing::debug!(%err, "could not prepare the next output pipe"),
+            }
         }
     }
 
@@ -363,9 +427,7 @@ impl LiveShell {
     }
 
     fn end_run(&mut self, end: RunEnd) {
-        if let Some(slot) = lock(&self.run).take() {
-            let _ = slot.end.send(end);
-        }
+        let _ = self.io.send(IoCommand::End(end));
     }
 
     /// The group is dead: stop guarding it and let the watcher reap the shell.
@@ -394,9 +456,13 @@ fn refuse(request: ExecRequest, reason: &str) {
         })));
 }
 
-/// Locks the run slot. A poisoned lock only means a panic elsewhere while it
-/// was held; the slot's data (an Option) is still consistent, so recover it.
-fn lock(run: &Mutex<Option<RunSlot>>) -> std::sync::MutexGuard<'_, Option<RunSlot>> {
-    run.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+fn refuse_io(io: RunIo, reason: &str) {
+    let _ = io
+        .reply_to
+        .send_message(ShellEvent::Finished(Box::new(ExecOutcome {
+            end: RunEnd::Refused {
+                reason: reason.to_owned(),
+            },
+            output: None,
+        })));
 }

@@ -12,8 +12,8 @@
 //! Sink it is given for a run, and the Job it reports to.
 
 mod actor;
+mod io;
 mod messages;
-mod pump;
 mod tasks;
 
 pub use actor::Shell;

@@ -77,7 +77,13 @@ pub struct ExecOutcome {
 pub enum RunEnd {
     /// The command finished and the shell reported its status; the shell is
     /// ready for the next command.
-    Completed(StatusRecord),
+    Completed {
+        /// Exit status and working directory.
+        status: StatusRecord,
+        /// Whether an environment record for this run follows (the command may
+        /// have changed the exported environment).
+        env_follows: bool,
+    },
     /// The shell process ended during the run (the command ran `exit` or
     /// `exec`, or something killed the shell). `killed` says whether the
     /// runtime killed it, and why.

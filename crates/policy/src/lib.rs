@@ -19,6 +19,7 @@
 
 mod cwd;
 mod env;
+mod env_effect;
 mod timeout;
 
 pub use cwd::resolve_cwd;
@@ -28,5 +29,7 @@ pub use env::is_reserved_env_name;
 pub use env::is_valid_env_name;
 pub use env::validate_command;
 pub use env::validate_env;
+pub use env_effect::ShellTraits;
+pub use env_effect::may_change_environment;
 pub use timeout::TimeoutDecision;
 pub use timeout::resolve_timeout;

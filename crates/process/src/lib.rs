@@ -13,7 +13,8 @@
 //!   pid (and with it the process group id) cannot be reused until the runtime
 //!   has finished killing the group.
 //! - [`script`], [`StatusParser`], [`parse_exported_env`]: the shell protocol
-//!   (wrapper scripts, nonce-tagged status records, `export -p` snapshots).
+//!   (wrapper scripts, nonce-tagged status and environment records, `export -p`
+//!   snapshots).
 //!
 //! Linux only (pidfd needs Linux 5.3).
 
@@ -50,5 +51,7 @@ pub use spawn::ShellSpawnSpec;
 pub use spawn::SpawnedShell;
 pub use spawn::spawn_shell;
 pub use spawner::Spawner;
+pub use status::EnvRecord;
+pub use status::ShellRecord;
 pub use status::StatusParser;
 pub use status::StatusRecord;

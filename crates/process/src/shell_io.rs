@@ -14,8 +14,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 
 use crate::script;
+use crate::status::ShellRecord;
 use crate::status::StatusParser;
-use crate::status::StatusRecord;
 
 /// The files one shell reads: the command file (`c`), the wrapper (`w`), and
 /// the path of the per-run output FIFO (`o`), all in the shell's private
@@ -25,8 +25,8 @@ pub struct ShellFiles {
     command: File,
     wrapper: File,
     command_path: PathBuf,
+    wrapper_path: PathBuf,
     fifo_path: PathBuf,
-    source_line: Vec<u8>,
 }
 
 impl ShellFiles {
@@ -45,22 +45,26 @@ impl ShellFiles {
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(dir.join(name))
         };
-        let wrapper_path = dir.join("w");
         Ok(Self {
             command: open("c")?,
             wrapper: open("w")?,
             command_path: dir.join("c"),
+            wrapper_path: dir.join("w"),
             fifo_path: dir.join("o"),
-            source_line: script::source_line(&wrapper_path),
         })
     }
 
-    /// Writes the start-up script, which only reports a status record for `nonce`.
+    /// Writes the start-up script (it reports records for `nonce`) and returns
+    /// the line that runs it.
     ///
     /// # Errors
     /// When the file cannot be written.
-    pub fn write_init(&self, nonce: &str) -> io::Result<()> {
-        rewrite(&self.wrapper, &script::init_script(nonce))
+    pub fn write_init(&self, nonce: &str) -> io::Result<Vec<u8>> {
+        rewrite(
+            &self.wrapper,
+            &script::init_script(nonce, &self.wrapper_path),
+        )?;
+        Ok(script::source_line(&self.wrapper_path))
     }
 
     /// Writes a run: the command text and its wrapper.
@@ -73,6 +77,7 @@ impl ShellFiles {
         command: &str,
         cwd: Option<&Path>,
         env: &[(String, String)],
+        env_record: bool,
     ) -> io::Result<()> {
         rewrite(&self.command, command.as_bytes())?;
         let wrapper = script::WrapperScript {
@@ -81,6 +86,7 @@ impl ShellFiles {
             output_fifo: &self.fifo_path,
             cwd,
             env,
+            env_record,
         };
         rewrite(&self.wrapper, &wrapper.render())
     }
@@ -90,9 +96,9 @@ impl ShellFiles {
         &self.fifo_path
     }
 
-    /// The line that makes the shell run the wrapper.
-    pub fn source_line(&self) -> &[u8] {
-        &self.source_line
+    /// The line that makes the shell run the current wrapper.
+    pub fn run_line(&self) -> &'static [u8] {
+        script::RUN_LINE
     }
 }
 
@@ -127,12 +133,12 @@ impl CommandWriter {
     }
 }
 
-/// Reads status records from a shell's status channel.
+/// Reads records from a shell's status channel.
 #[derive(Debug)]
 pub struct StatusReader {
     receiver: pipe::Receiver,
     parser: StatusParser,
-    pending: VecDeque<StatusRecord>,
+    pending: VecDeque<ShellRecord>,
     buf: Vec<u8>,
 }
 
@@ -155,7 +161,7 @@ impl StatusReader {
     ///
     /// # Errors
     /// On a read error or a corrupt channel.
-    pub async fn next(&mut self) -> io::Result<Option<StatusRecord>> {
+    pub async fn next(&mut self) -> io::Result<Option<ShellRecord>> {
         loop {
             if let Some(record) = self.pending.pop_front() {
                 return Ok(Some(record));

@@ -1,4 +1,4 @@
-//! Parsing status records from the status channel.
+//! Parsing records from the status channel.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
@@ -6,27 +6,47 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 
-/// Fields in one record: nonce, exit status, pwd, export -p.
-const FIELDS: usize = 4;
-
 /// Largest record accepted (the exported environment is most of it).
 const MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
 
-/// One status record: what the shell reports after each run.
+/// What a shell reports on its status channel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShellRecord {
+    /// A run is over.
+    Status(StatusRecord),
+    /// The exported environment after a run (written right after its status).
+    Env(EnvRecord),
+}
+
+/// A run is over: its exit status and the shell's working directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StatusRecord {
     /// The run's nonce.
     pub nonce: String,
     /// The command's exit status (`$?`), or `None` if it was not a number.
     pub exit_code: Option<i32>,
-    /// The shell's working directory afterwards, when `pwd` could tell.
+    /// The shell's working directory afterwards (`$PWD`), when set.
     pub cwd: Option<PathBuf>,
-    /// The shell's exported variables afterwards, as `export -p` printed them
-    /// (parse with [`crate::parse_exported_env`] when needed).
-    pub env: Bytes,
 }
 
-/// Splits the status channel's byte stream into [`StatusRecord`]s.
+/// The shell's exported variables after a run, as `export -p` printed them
+/// (parse with [`crate::parse_exported_env`] when needed), and what decides
+/// whether the next command can change them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvRecord {
+    /// The run's nonce.
+    pub nonce: String,
+    /// The `export -p` text.
+    pub env: Bytes,
+    /// Names of the shell functions defined.
+    pub functions: Vec<String>,
+    /// Whether alias expansion is on.
+    pub aliases: bool,
+    /// Whether a DEBUG, RETURN or ERR trap is set.
+    pub traps: bool,
+}
+
+/// Splits the status channel's byte stream into [`ShellRecord`]s.
 #[derive(Debug, Default)]
 pub struct StatusParser {
     buf: Vec<u8>,
@@ -38,59 +58,73 @@ impl StatusParser {
         Self::default()
     }
 
-    /// Feeds bytes; returns the records they complete.
+    /// Feeds bytes; returns the records they complete. Bytes that cannot start
+    /// a record (only possible if a command wrote into the runtime's
+    /// descriptors on purpose) are skipped.
     ///
     /// # Errors
     /// When a record grows past 16 MiB (the channel is then corrupt).
-    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<StatusRecord>, String> {
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<ShellRecord>, String> {
         self.buf.extend_from_slice(bytes);
         let mut records = Vec::new();
+        let mut start = 0;
         loop {
-            let mut ends = [0usize; FIELDS];
-            let mut start = 0;
-            let mut complete = true;
-            for end in &mut ends {
-                match memchr::memchr(0, &self.buf[start..]) {
-                    Some(pos) => {
-                        *end = start + pos;
-                        start = *end + 1;
-                    }
-                    None => {
-                        complete = false;
-                        break;
-                    }
+            let fields = match self.buf.get(start) {
+                None => break,
+                Some(b'S') => 3,
+                Some(b'E') => 5,
+                Some(_) => {
+                    start += 1;
+                    continue;
                 }
-            }
-            if !complete {
-                if self.buf.len() > MAX_RECORD_BYTES {
-                    return Err(format!(
-                        "status record larger than {MAX_RECORD_BYTES} bytes"
-                    ));
-                }
-                return Ok(records);
-            }
-            let record: Vec<u8> = self.buf.drain(..start).collect();
-            records.push(parse_record(&record, &ends));
+            };
+            let Some(ends) = field_ends(&self.buf[start + 1..], fields) else {
+                break;
+            };
+            let body = &self.buf[start + 1..];
+            records.push(match self.buf[start] {
+                b'S' => ShellRecord::Status(StatusRecord {
+                    nonce: String::from_utf8_lossy(&body[..ends[0]]).into_owned(),
+                    exit_code: std::str::from_utf8(&body[ends[0] + 1..ends[1]])
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok()),
+                    cwd: Some(&body[ends[1] + 1..ends[2]])
+                        .filter(|pwd| !pwd.is_empty())
+                        .map(|pwd| PathBuf::from(OsString::from_vec(pwd.to_vec()))),
+                }),
+                _ => ShellRecord::Env(EnvRecord {
+                    nonce: String::from_utf8_lossy(&body[..ends[0]]).into_owned(),
+                    env: Bytes::copy_from_slice(&body[ends[0] + 1..ends[1]]),
+                    functions: String::from_utf8_lossy(&body[ends[1] + 1..ends[2]])
+                        .lines()
+                        .map(str::to_owned)
+                        .collect(),
+                    aliases: ends[3] > ends[2] + 1,
+                    traps: ends[4] > ends[3] + 1,
+                }),
+            });
+            start += 1 + ends[fields - 1] + 1;
         }
+        self.buf.drain(..start);
+        if self.buf.len() > MAX_RECORD_BYTES {
+            return Err(format!(
+                "status record larger than {MAX_RECORD_BYTES} bytes"
+            ));
+        }
+        Ok(records)
     }
 }
 
-fn parse_record(record: &[u8], ends: &[usize; FIELDS]) -> StatusRecord {
-    let nonce = &record[..ends[0]];
-    let code = &record[ends[0] + 1..ends[1]];
-    let mut pwd = &record[ends[1] + 1..ends[2]];
-    let env = &record[ends[2] + 1..ends[3]];
-    if let Some(stripped) = pwd.strip_suffix(b"\n") {
-        pwd = stripped;
+/// Positions of the first `count` NULs in `bytes`, if there are that many.
+fn field_ends(bytes: &[u8], count: usize) -> Option<[usize; 5]> {
+    let mut ends = [0usize; 5];
+    let mut from = 0;
+    for end in ends.iter_mut().take(count) {
+        let pos = memchr::memchr(0, &bytes[from..])?;
+        *end = from + pos;
+        from = *end + 1;
     }
-    StatusRecord {
-        nonce: String::from_utf8_lossy(nonce).into_owned(),
-        exit_code: std::str::from_utf8(code)
-            .ok()
-            .and_then(|s| s.trim().parse().ok()),
-        cwd: (!pwd.is_empty()).then(|| PathBuf::from(OsString::from_vec(pwd.to_vec()))),
-        env: Bytes::copy_from_slice(env),
-    }
+    Some(ends)
 }
 
 #[cfg(test)]
@@ -99,28 +133,48 @@ mod tests {
 
     #[test]
     fn parses_records_split_anywhere() {
-        let stream = b"n1\x000\x00/tmp\n\x00declare -x A=\"1\"\n\x00n2\x00127\x00/\n\x00\x00";
+        let stream = b"Sn1\x000\x00/tmp\x00En1\x00declare -x A=\"1\"\n\x00f\ng\n\x00a\x00\x00Sn2\x00127\x00/\x00";
         for split in 0..stream.len() {
             let mut parser = StatusParser::new();
             let mut records = parser.push(&stream[..split]).unwrap();
             records.extend(parser.push(&stream[split..]).unwrap());
-            assert_eq!(records.len(), 2, "split at {split}");
-            assert_eq!(records[0].nonce, "n1");
-            assert_eq!(records[0].exit_code, Some(0));
             assert_eq!(
-                records[0].cwd.as_deref(),
-                Some(std::path::Path::new("/tmp"))
+                records,
+                vec![
+                    ShellRecord::Status(StatusRecord {
+                        nonce: "n1".into(),
+                        exit_code: Some(0),
+                        cwd: Some("/tmp".into()),
+                    }),
+                    ShellRecord::Env(EnvRecord {
+                        nonce: "n1".into(),
+                        env: Bytes::from_static(b"declare -x A=\"1\"\n"),
+                        functions: vec!["f".into(), "g".into()],
+                        aliases: true,
+                        traps: false,
+                    }),
+                    ShellRecord::Status(StatusRecord {
+                        nonce: "n2".into(),
+                        exit_code: Some(127),
+                        cwd: Some("/".into()),
+                    }),
+                ],
+                "split at {split}"
             );
-            assert_eq!(&records[0].env[..], b"declare -x A=\"1\"\n");
-            assert_eq!(records[1].exit_code, Some(127));
-            assert_eq!(records[1].cwd.as_deref(), Some(std::path::Path::new("/")));
         }
     }
 
     #[test]
-    fn a_failed_pwd_gives_an_unknown_cwd() {
+    fn an_unset_pwd_gives_an_unknown_cwd_and_junk_is_skipped() {
         let mut parser = StatusParser::new();
-        let records = parser.push(b"n\x001\x00\x00\x00").unwrap();
-        assert_eq!(records[0].cwd, None);
+        let records = parser.push(b"junk\x00Sn\x001\x00\x00").unwrap();
+        assert_eq!(
+            records,
+            vec![ShellRecord::Status(StatusRecord {
+                nonce: "n".into(),
+                exit_code: Some(1),
+                cwd: None,
+            })]
+        );
     }
 }

@@ -16,6 +16,7 @@ use shellvisor_process::OutputFifo;
 use shellvisor_process::PrivateDir;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::ShellFiles;
+use shellvisor_process::ShellRecord;
 use shellvisor_process::ShellSpawnSpec;
 use shellvisor_process::Spawner;
 use shellvisor_process::StatusReader;
@@ -40,6 +41,7 @@ struct Ran {
     output: Vec<u8>,
     record: Option<StatusRecord>,
     exit: Option<ExitInfo>,
+    env: Vec<u8>,
 }
 
 impl TestShell {
@@ -69,15 +71,29 @@ impl TestShell {
             _dir: dir,
             seq: 0,
         };
-        shell.files.write_init("init").unwrap();
-        shell.writer.send(shell.files.source_line()).await.unwrap();
+        let init_line = shell.files.write_init("init").unwrap();
+        shell.writer.send(&init_line).await.unwrap();
         let ready = timeout(DEADLINE, shell.status.next())
             .await
             .unwrap()
             .unwrap()
             .unwrap();
-        assert_eq!(ready.nonce, "init");
+        assert!(matches!(ready, ShellRecord::Status(r) if r.nonce == "init"));
+        shell.next_env().await;
         shell
+    }
+
+    /// The environment record that follows a status record.
+    async fn next_env(&mut self) -> Vec<u8> {
+        match timeout(DEADLINE, self.status.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
+            ShellRecord::Env(env) => env.env.to_vec(),
+            other => panic!("expected an environment record, got {other:?}"),
+        }
     }
 
     async fn run(&mut self, command: &str) -> Ran {
@@ -87,9 +103,11 @@ impl TestShell {
     async fn run_with(&mut self, command: &str, env: &[(String, String)]) -> Ran {
         self.seq += 1;
         let nonce = format!("nonce{}", self.seq);
-        self.files.write_run(&nonce, command, None, env).unwrap();
+        self.files
+            .write_run(&nonce, command, None, env, true)
+            .unwrap();
         let fifo = OutputFifo::create(self.files.fifo_path()).unwrap();
-        self.writer.send(self.files.source_line()).await.unwrap();
+        self.writer.send(self.files.run_line()).await.unwrap();
         let mut output = Vec::new();
         let mut buf = vec![0u8; 65536];
         let mut record = None;
@@ -99,7 +117,7 @@ impl TestShell {
                 tokio::select! {
                     next = self.status.next(), if record.is_none() && exit.is_none() => {
                         // `None`: the channel closed; the exit arm reports what happened.
-                        if let Some(r) = next.unwrap() {
+                        if let Some(ShellRecord::Status(r)) = next.unwrap() {
                             assert_eq!(r.nonce, nonce);
                             record = Some(r);
                             break;
@@ -128,10 +146,16 @@ impl TestShell {
                 Err(e) => panic!("{e}"),
             }
         }
+        let env = if record.is_some() {
+            self.next_env().await
+        } else {
+            Vec::new()
+        };
         Ran {
             output,
             record,
             exit,
+            env,
         }
     }
 
@@ -194,9 +218,7 @@ async fn framing_survives_everything_issue_2_lists() {
         .run("false; echo \"still here $PROTO_VAR $(pwd)\"")
         .await;
     assert_eq!(ran.output, b"still here kept /tmp\n");
-    assert!(
-        String::from_utf8_lossy(&ran.record.as_ref().unwrap().env).contains("PROTO_VAR=\"kept\"")
-    );
+    assert!(String::from_utf8_lossy(&ran.env).contains("PROTO_VAR=\"kept\""));
 
     // Per-call env is visible to the command only.
     let env = vec![

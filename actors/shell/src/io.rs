@@ -1,0 +1,205 @@
+//! A shell's I/O task: its status channel and the current run's output.
+
+use std::io;
+use std::time::Duration;
+
+use bytes::Bytes;
+use bytes::BytesMut;
+use ractor::ActorRef;
+use ractor::DerivedActorRef;
+use shellvisor_actor_sink::SinkFeed;
+use shellvisor_process::EnvRecord;
+use shellvisor_process::OutputFifo;
+use shellvisor_process::ShellRecord;
+use shellvisor_process::StatusReader;
+use shellvisor_process::read_now;
+use tokio::net::unix::pipe;
+use tokio::sync::mpsc;
+use tokio::sync::watch;
+
+use crate::messages::ExecOutcome;
+use crate::messages::RunEnd;
+use crate::messages::ShellEvent;
+use crate::messages::ShellMsg;
+
+/// Bytes read from a FIFO at a time.
+const CHUNK_BYTES: usize = 64 * 1024;
+/// How long the Sink may take to render a completed run.
+const COMPLETE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// What the Shell actor tells its I/O task.
+#[derive(Debug)]
+pub(crate) enum IoCommand {
+    /// A run starts (sent before its line is written to the shell).
+    Start(RunIo),
+    /// The current run ends this way (the shell died or was killed).
+    End(RunEnd),
+}
+
+/// One run's I/O.
+#[derive(Debug)]
+pub(crate) struct RunIo {
+    pub(crate) nonce: String,
+    pub(crate) fifo: OutputFifo,
+    pub(crate) sink: SinkFeed,
+    pub(crate) reply_to: DerivedActorRef<ShellEvent>,
+    pub(crate) env_follows: bool,
+}
+
+struct ActiveRun {
+    nonce: String,
+    env_follows: bool,
+    receiver: pipe::Receiver,
+    keepalive: pipe::Sender,
+    sink: SinkFeed,
+    reply_to: DerivedActorRef<ShellEvent>,
+    buf: BytesMut,
+    readable: bool,
+}
+
+/// Runs until the Shell actor is gone and no run is left: reads status and
+/// environment records, moves the current run's output into its Sink, and
+/// reports each run's end to its Job. Deliberately not aborted with the actor,
+/// so a run in progress always gets its report.
+pub(crate) async fn io_task(
+    mut status: StatusReader,
+    mut commands: mpsc::UnboundedReceiver<IoCommand>,
+    shell: ActorRef<ShellMsg>,
+    env: watch::Sender<EnvRecord>,
+) {
+    let mut run: Option<ActiveRun> = None;
+    let mut status_open = true;
+    loop {
+        tokio::select! {
+            biased;
+            command = commands.recv() => match command {
+                Some(IoCommand::Start(io)) => {
+                    if let Some(previous) = run.take() {
+                        finish(previous, RunEnd::ShellLost { reason: "a new run replaced it".to_owned() }).await;
+                    }
+                    run = Some(ActiveRun {
+                        nonce: io.nonce,
+                        env_follows: io.env_follows,
+                        receiver: io.fifo.receiver,
+                        keepalive: io.fifo.keepalive,
+                        sink: io.sink,
+                        reply_to: io.reply_to,
+                        buf: BytesMut::with_capacity(CHUNK_BYTES),
+                        readable: true,
+                    });
+                }
+                Some(IoCommand::End(end)) => {
+                    if let Some(current) = run.take() {
+                        finish(current, end).await;
+                    }
+                }
+                None => {
+                    if let Some(current) = run.take() {
+                        let end = RunEnd::ShellLost { reason: "the shell stopped before reporting the run".to_owned() };
+                        finish(current, end).await;
+                    }
+                    return;
+                }
+            },
+            record = status.next(), if status_open => match record {
+                Ok(Some(ShellRecord::Status(record))) => {
+                    tracing::trace!(target: "shellvisor::stage", "shell: status record read");
+                    if run.as_ref().is_some_and(|r| r.nonce == record.nonce) {
+                        // Mark the shell idle before anyone can learn the run ended.
+                        let _ = shell.cast(ShellMsg::RunCompleted);
+                        if let Some(current) = run.take() {
+                            let env_follows = current.env_follows;
+                            finish(current, RunEnd::Completed { status: record, env_follows }).await;
+                        }
+                    } else {
+                        tracing::warn!("status record for no run in progress; ignored");
+                    }
+                }
+                Ok(Some(ShellRecord::Env(record))) => {
+                    env.send_replace(record);
+                }
+                Ok(None) | Err(_) => status_open = false,
+            },
+            ready = readable(run.as_ref()) => {
+                let Some(current) = run.as_mut() else { continue };
+                if ready.is_err() {
+                    current.readable = false;
+                    continue;
+                }
+                current.buf.reserve(CHUNK_BYTES);
+                match current.receiver.try_read_buf(&mut current.buf) {
+                    Ok(_) => forward(&current.sink, &mut current.buf).await,
+                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(err) => {
+                        tracing::warn!(%err, "reading run output failed");
+                        current.readable = false;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Resolves when the current run's FIFO is readable; never without a run.
+async fn readable(run: Option<&ActiveRun>) -> io::Result<()> {
+    match run {
+        Some(run) if run.readable => run.receiver.readable().await,
+        _ => std::future::pending().await,
+    }
+}
+
+/// Ends a run: reads what the foreground wrote (it is all in the pipe by now:
+/// the shell reported after its writes returned, or is dead), renders it,
+/// reports to the Job, and leaves any late output of `&` children to a
+/// drainer so they never get SIGPIPE.
+async fn finish(run: ActiveRun, end: RunEnd) {
+    tracing::trace!(target: "shellvisor::stage", "pump: run ended");
+    drop(run.keepalive);
+    let mut scratch = vec![0u8; CHUNK_BYTES];
+    let mut eof = !run.readable;
+    while !eof {
+        match read_now(&run.receiver, &mut scratch) {
+            Ok(0) => eof = true,
+            Ok(n) => {
+                run.sink.push(Bytes::copy_from_slice(&scratch[..n])).await;
+            }
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => eof = true,
+        }
+    }
+    tracing::trace!(target: "shellvisor::stage", "pump: drained");
+    let output = run.sink.complete(COMPLETE_DEADLINE).await;
+    tracing::trace!(target: "shellvisor::stage", "pump: rendered");
+    let _ = run
+        .reply_to
+        .send_message(ShellEvent::Finished(Box::new(ExecOutcome { end, output })));
+    if eof {
+        run.sink.close();
+    } else {
+        tokio::spawn(drain_late(run.receiver, run.sink, run.buf));
+    }
+}
+
+/// Keeps reading a finished run's FIFO until its last writer closes it.
+async fn drain_late(receiver: pipe::Receiver, sink: SinkFeed, mut buf: BytesMut) {
+    loop {
+        if receiver.readable().await.is_err() {
+            break;
+        }
+        buf.reserve(CHUNK_BYTES);
+        match receiver.try_read_buf(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => forward(&sink, &mut buf).await,
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => break,
+        }
+    }
+    sink.close();
+}
+
+async fn forward(sink: &SinkFeed, buf: &mut BytesMut) {
+    if !buf.is_empty() {
+        // A gone Sink is not an error here: keep draining so writers never block.
+        sink.push(buf.split().freeze()).await;
+    }
+}
