@@ -1,0 +1,74 @@
+//! The `shellvisor` command line.
+//!
+//! - `shellvisor run [--session ID] [--timeout S] [--cwd DIR] -- COMMAND`:
+//!   runs one command under the runtime, streams its output live to the
+//!   terminal and exits with its exit code (124 when its deadline fired).
+//!
+//! stdout carries only the command's output (the protocol, for the server
+//! modes); logs go to stderr, filtered by `SHELLVISOR_LOG` (default `warn`).
+
+mod config;
+mod run;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use clap::Subcommand;
+
+/// Command-line arguments.
+#[derive(Debug, Parser)]
+#[command(
+    name = "shellvisor",
+    version,
+    about = "A supervised runtime that runs shell commands for AI agents"
+)]
+pub struct Cli {
+    /// Configuration file (TOML); every field is optional.
+    #[arg(long, global = true, env = "SHELLVISOR_CONFIG")]
+    pub config: Option<std::path::PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one command, stream its output, exit with its exit code.
+    Run(run::RunArgs),
+}
+
+/// Parses `args` and runs the command; returns the process exit code.
+///
+/// # Errors
+/// Configuration errors and runtime start-up failures.
+pub fn main_with_args<I, T>(args: I) -> anyhow::Result<ExitCode>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = Cli::parse_from(args);
+    init_logging();
+    let config = config::load(cli.config.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Run(args) => run::run(config, args).await,
+        }
+    })
+}
+
+/// Logs go to stderr: stdout belongs to the command's output or the protocol.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SHELLVISOR_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,120 @@
+//! `shellvisor run`.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use shellvisor::Config;
+use shellvisor::JobId;
+use shellvisor::RunRequest;
+use shellvisor::Runtime;
+use shellvisor::Session;
+use shellvisor::SessionEvent;
+use tokio::io::AsyncWriteExt;
+
+/// Exit code when the deadline fired (as `timeout(1)` uses).
+const TIMED_OUT_EXIT: u8 = 124;
+/// Largest read when filling a gap in the streamed output.
+const GAP_READ_BYTES: usize = 1 << 20;
+
+/// Arguments of `shellvisor run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Session to run in.
+    #[arg(long, default_value = "cli")]
+    pub session: String,
+    /// Deadline in seconds (0 disables it; default 300).
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Working directory.
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// The command (joined with spaces into one shell command line).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+pub(crate) async fn run(config: Config, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let runtime = Runtime::start(config)
+        .await
+        .context("starting the runtime")?;
+    let outcome = run_in(&runtime, args).await;
+    runtime.shutdown().await;
+    outcome
+}
+
+async fn run_in(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let session = runtime.session(args.session.as_str()).await?;
+    let mut events = session.subscribe();
+    let mut request = RunRequest::new(args.command.join(" "));
+    request.timeout = args.timeout;
+    request.cwd = args.cwd;
+    let running = session.clone();
+    let mut call = tokio::spawn(async move { running.run(request).await });
+
+    let mut stdout = tokio::io::stdout();
+    let mut job: Option<JobId> = None;
+    let mut printed: u64 = 0;
+    let outcome = loop {
+        tokio::select! {
+            finished = &mut call => break finished.context("the run task failed")??,
+            event = events.recv() => match event {
+                Some(SessionEvent::JobStarted { job_id, .. }) if job.is_none() => job = Some(job_id),
+                Some(SessionEvent::Output { job_id, offset, data }) if job.as_ref() == Some(&job_id) => {
+                    if offset > printed {
+                        printed = fill_gap(&session, &job_id, printed, offset, &mut stdout).await?;
+                    }
+                    if offset == printed {
+                        stdout.write_all(&data).await?;
+                        stdout.flush().await?;
+                        printed += data.len() as u64;
+                    }
+                }
+                Some(_) => {}
+                None => {}
+            },
+        }
+    };
+    let result = outcome.completed().context("the run did not complete")?;
+    // Whatever the stream did not deliver (a lagging subscriber) is read back.
+    let total = result.truncation.total_bytes;
+    if printed < total {
+        fill_gap(&session, &result.job_id, printed, total, &mut stdout).await?;
+    }
+    stdout.flush().await?;
+    for notice in &result.notices {
+        eprintln!("shellvisor: {notice}");
+    }
+    if result.timed_out {
+        eprintln!(
+            "shellvisor: [Command timed out after {} seconds]",
+            result.timeout.effective_secs.unwrap_or(0)
+        );
+        return Ok(ExitCode::from(TIMED_OUT_EXIT));
+    }
+    Ok(match result.exit_code {
+        Some(code) => ExitCode::from(u8::try_from(code.rem_euclid(256)).unwrap_or(1)),
+        None => ExitCode::from(1),
+    })
+}
+
+/// Writes bytes `[from, to)` of a job's output, read back by offset.
+async fn fill_gap(
+    session: &Session,
+    job: &JobId,
+    mut from: u64,
+    to: u64,
+    stdout: &mut tokio::io::Stdout,
+) -> anyhow::Result<u64> {
+    while from < to {
+        let want = usize::try_from(to - from)
+            .unwrap_or(GAP_READ_BYTES)
+            .min(GAP_READ_BYTES);
+        let chunk = session.read_output(job, from, want).await?;
+        if chunk.data.is_empty() {
+            break;
+        }
+        stdout.write_all(&chunk.data).await?;
+        from += chunk.data.len() as u64;
+    }
+    Ok(from)
+}

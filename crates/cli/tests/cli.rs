@@ -1,0 +1,82 @@
+//! `shellvisor run` as a user runs it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+fn shellvisor() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shellvisor"));
+    command.env_remove("SHELLVISOR_CONFIG");
+    command
+}
+
+#[test]
+fn run_streams_output_and_exits_with_the_command_status() {
+    let output = shellvisor()
+        .args(["run", "--", "printf 'a\\x00b\\n'; echo err >&2; exit 7"])
+        .output()
+        .unwrap();
+    assert_eq!(output.stdout, b"a\x00b\nerr\n");
+    assert_eq!(output.status.code(), Some(7));
+}
+
+#[test]
+fn run_output_is_byte_exact_for_large_streams() {
+    let output = shellvisor()
+        .args(["run", "--", "seq", "1", "300000"])
+        .output()
+        .unwrap();
+    let expected: String = (1..=300_000).map(|i| format!("{i}\n")).collect();
+    assert!(
+        output.stdout == expected.as_bytes(),
+        "{} bytes instead of {}",
+        output.stdout.len(),
+        expected.len()
+    );
+    assert_eq!(output.status.code(), Some(0));
+}
+
+#[test]
+fn run_timeout_exits_124_and_says_so() {
+    let started = std::time::Instant::now();
+    let output = shellvisor()
+        .args(["run", "--timeout", "1", "--", "echo a; sleep 30"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(124));
+    assert_eq!(output.stdout, b"a\n");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("[Command timed out after 1 seconds]")
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn run_honours_cwd_and_a_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("shellvisor.toml");
+    std::fs::write(&config, "[shell.env]\nFROM_CONFIG = \"yes\"\n").unwrap();
+    let output = shellvisor()
+        .args(["run", "--config"])
+        .arg(&config)
+        .args(["--cwd"])
+        .arg(dir.path())
+        .args(["--", "echo $FROM_CONFIG; pwd"])
+        .output()
+        .unwrap();
+    let dir_path = dir.path().canonicalize().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("yes\n{}\n", dir_path.display())
+    );
+
+    std::fs::write(&config, "[timeouts]\nnot_a_field = 1\n").unwrap();
+    let output = shellvisor()
+        .args(["run", "--config"])
+        .arg(&config)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not_a_field"));
+}
