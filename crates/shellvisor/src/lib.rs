@@ -39,3 +39,8 @@ pub use shellvisor_protocol::ShellConfig;
 pub use shellvisor_protocol::TimeoutConfig;
 pub use shellvisor_protocol::TimeoutInfo;
 pub use shellvisor_protocol::Truncation;
+
+/// The repository README's examples, compiled and run as doc tests.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
