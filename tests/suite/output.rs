@@ -196,3 +196,36 @@ async fn other_sessions_jobs_are_not_found() {
     assert_eq!(err.code(), shellvisor::ErrorCode::JobNotFound);
     rt.runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_subscriber_that_never_reads_neither_blocks_the_run_nor_grows_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = random_file(dir.path(), 50 * 1024 * 1024);
+    let rt = TestRuntime::start().await;
+    let session = rt.session("slow-subscriber").await;
+    run(&session, "echo warm").await;
+    let mut stalled = session.subscribe();
+    let peak_before = peak_rss_bytes().max(rss_bytes());
+    let result = run_request(
+        &session,
+        RunRequest::new(format!("cat '{}'", path.display())).timeout_secs(120),
+    )
+    .await;
+    let growth = peak_rss_bytes().saturating_sub(peak_before);
+    println!(
+        "50 MB with a stalled subscriber: peak growth {} KiB",
+        growth / 1024
+    );
+    assert_eq!(result.truncation.total_bytes, 50 * 1024 * 1024);
+    assert!(growth < 16 * 1024 * 1024, "runtime grew by {growth} bytes");
+    // The subscriber learns it fell behind, then sees the newest events.
+    let first = tokio::time::timeout(Duration::from_secs(5), stalled.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(first, SessionEvent::Lagged { missed } if missed > 0),
+        "{first:?}"
+    );
+    rt.runtime.shutdown().await;
+}
