@@ -153,7 +153,7 @@ impl Actor for Shell {
         let grace = *grace;
         let Some(live) = live.as_mut() else {
             if let ShellMsg::Exec(request) = message {
-                refuse(request, "the shell is not running");
+                refuse(&request.reply_to, "the shell is not running");
             }
             return Ok(());
         };
@@ -328,10 +328,10 @@ impl LiveShell {
     async fn exec(&mut self, request: ExecRequest) {
         tracing::trace!(target: "shellvisor::stage", "shell: exec received");
         if self.exited.is_some() || self.killing.is_some() {
-            return refuse(request, "the shell has ended");
+            return refuse(&request.reply_to, "the shell has ended");
         }
         if self.busy {
-            return refuse(request, "the shell is already running a command");
+            return refuse(&request.reply_to, "the shell is already running a command");
         }
         self.runs += 1;
         let nonce = format!("{}{}", self.nonce_prefix, self.runs);
@@ -344,7 +344,10 @@ impl LiveShell {
             env_record,
         );
         if let Err(err) = written {
-            return refuse(request, &format!("could not write the command file: {err}"));
+            return refuse(
+                &request.reply_to,
+                &format!("could not write the command file: {err}"),
+            );
         }
         tracing::trace!(target: "shellvisor::stage", "shell: files written");
         let fifo = match self.next_fifo.take() {
@@ -352,7 +355,10 @@ impl LiveShell {
             None => match OutputFifo::create(self.files.fifo_path()) {
                 Ok(fifo) => fifo,
                 Err(err) => {
-                    return refuse(request, &format!("could not create the output pipe: {err}"));
+                    return refuse(
+                        &request.reply_to,
+                        &format!("could not create the output pipe: {err}"),
+                    );
                 }
             },
         };
@@ -365,7 +371,7 @@ impl LiveShell {
             env_follows: env_record,
         });
         if let Err(mpsc::error::SendError(IoCommand::Start(io))) = self.io.send(start) {
-            return refuse_io(io, "the shell's I/O stopped");
+            return refuse(&io.reply_to, "the shell's I/O stopped");
         }
         self.busy = true;
         tracing::trace!(target: "shellvisor::stage", "shell: fifo ready, pump spawned");
@@ -445,24 +451,12 @@ impl LiveShell {
     }
 }
 
-fn refuse(request: ExecRequest, reason: &str) {
-    let _ = request
-        .reply_to
-        .send_message(ShellEvent::Finished(Box::new(ExecOutcome {
-            end: RunEnd::Refused {
-                reason: reason.to_owned(),
-            },
-            output: None,
-        })));
-}
-
-fn refuse_io(io: RunIo, reason: &str) {
-    let _ = io
-        .reply_to
-        .send_message(ShellEvent::Finished(Box::new(ExecOutcome {
-            end: RunEnd::Refused {
-                reason: reason.to_owned(),
-            },
-            output: None,
-        })));
+/// Tells a Job its run was refused before anything ran.
+fn refuse(reply_to: &DerivedActorRef<ShellEvent>, reason: &str) {
+    let _ = reply_to.send_message(ShellEvent::Finished(Box::new(ExecOutcome {
+        end: RunEnd::Refused {
+            reason: reason.to_owned(),
+        },
+        output: None,
+    })));
 }
