@@ -50,6 +50,53 @@ async fn library_round_trips(session: &Session, count: usize) -> Samples {
     samples
 }
 
+/// Time from an `async: true` request to its answer.
+async fn async_start_latency(count: usize) -> Samples {
+    let runtime = Runtime::start(Config::default()).await.unwrap();
+    let session = runtime.session("bench-async").await.unwrap();
+    let mut samples = Samples::default();
+    for _ in 0..count {
+        let started = Instant::now();
+        let outcome = session
+            .run(RunRequest::new("true").run_async(true))
+            .await
+            .unwrap();
+        samples.push(started.elapsed());
+        assert!(outcome.backgrounded().is_some());
+        // Keep the running count low: take each result before the next start.
+        session.next_completion().await.unwrap();
+    }
+    runtime.shutdown().await;
+    samples
+}
+
+/// The first call after a run was backgrounded (its shell went with the job,
+/// so this call runs in the freshly promoted primary shell).
+async fn first_call_after_promotion(count: usize) -> Samples {
+    let mut config = Config::default();
+    config.jobs.auto_background = true;
+    config.jobs.auto_background_secs = 1;
+    let runtime = Runtime::start(config).await.unwrap();
+    let session = runtime.session("bench-promote").await.unwrap();
+    let mut samples = Samples::default();
+    for _ in 0..count {
+        let outcome = session.run(RunRequest::new("sleep 1.1")).await.unwrap();
+        assert!(outcome.backgrounded().is_some());
+        let started = Instant::now();
+        let result = session
+            .run(RunRequest::new("true"))
+            .await
+            .unwrap()
+            .completed()
+            .unwrap();
+        samples.push(started.elapsed());
+        assert!(!result.shell_restarted);
+        session.next_completion().await.unwrap();
+    }
+    runtime.shutdown().await;
+    samples
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -80,6 +127,17 @@ fn main() {
         .unwrap()
     });
     let spawned = spawn_per_command((count / 10).max(50)).unwrap();
+    let background = (count / 20).max(50);
+    let (async_start, promotion) = tokio.block_on(async move {
+        tokio::spawn(async move {
+            (
+                async_start_latency(background).await,
+                first_call_after_promotion(20).await,
+            )
+        })
+        .await
+        .unwrap()
+    });
 
     println!();
     println!(
@@ -106,4 +164,23 @@ fn main() {
     println!();
     println!("  p50 shellvisor / bare pipe         = {vs_pipe:.2}x   (aim: within 5x)");
     println!("  p50 spawn per command / shellvisor = {vs_spawn:.1}x   (aim: at least 10x)");
+    println!();
+    println!(
+        "background jobs ({} samples)                p50          p99",
+        async_start.len()
+    );
+    println!(
+        "  `async: true` request to answer       {:>12} {:>12}",
+        micros(async_start.p50()),
+        micros(async_start.p99())
+    );
+    println!(
+        "  first call after a promotion          {:>12} {:>12}",
+        micros(promotion.p50()),
+        micros(promotion.p99())
+    );
+    println!(
+        "  (warm call, for comparison)           {:>12}",
+        micros(library.p50())
+    );
 }

@@ -1,5 +1,6 @@
 mod framing;
 mod hygiene;
+mod jobs;
 mod output;
 mod overlap;
 mod persistence;

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 use std::time::Instant;
+use std::time::SystemTime;
 
 use ractor::Actor;
 use ractor::ActorProcessingErr;
@@ -12,6 +13,7 @@ use ractor::MessagingErr;
 use ractor::RpcReplyPort;
 use ractor::SupervisionEvent;
 use ractor::concurrency::JoinHandle;
+use ractor::rpc::CallResult;
 use shellvisor_actor_shell::ExecOutcome;
 use shellvisor_actor_shell::ExecRequest;
 use shellvisor_actor_shell::KillReason;
@@ -22,8 +24,13 @@ use shellvisor_actor_sink::Sink;
 use shellvisor_actor_sink::SinkArgs;
 use shellvisor_actor_sink::SinkFeed;
 use shellvisor_actor_sink::SinkMsg;
+use shellvisor_output::background_text;
+use shellvisor_protocol::BackgroundReason;
+use shellvisor_protocol::BackgroundedRun;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::JobId;
+use shellvisor_protocol::JobInfo;
+use shellvisor_protocol::JobState as JobStatus;
 use shellvisor_protocol::OutputConfig;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunOutcome;
@@ -35,17 +42,41 @@ use crate::messages::JobMsg;
 use crate::messages::JobNotice;
 use crate::messages::RunPlan;
 use crate::result::build_result;
+use crate::slots::JobSlots;
+use crate::slots::SlotGuard;
 
 /// Extra time, past the kill grace, that a Shell may take to report a killed run.
 const UNRESPONSIVE_AFTER_KILL: Duration = Duration::from_secs(5);
 /// How many times a run refused by a dead shell is moved to a fresh one.
 const MAX_SHELL_RETRIES: u32 = 2;
+/// How long the Sink may take to render a preview.
+const PREVIEW_DEADLINE: Duration = Duration::from_secs(2);
+/// Longest preview in a backgrounded run's answer (the reference's tail cap).
+const MAX_PREVIEW_BYTES: usize = 50 * 1024;
 
 type Timer = JoinHandle<std::result::Result<(), MessagingErr<JobMsg>>>;
 
 /// The Job actor (see the crate documentation).
 #[derive(Debug)]
 pub struct Job;
+
+/// How a job starts.
+#[derive(Debug)]
+pub enum JobStart {
+    /// A caller waits for the result; after `auto_background` (if set) the
+    /// run is answered as a background job and goes on.
+    Foreground {
+        /// The caller.
+        reply: RpcReplyPort<Result<RunOutcome>>,
+        /// When to background it.
+        auto_background: Option<Duration>,
+    },
+    /// Already a background job (explicit async), holding its slot.
+    Background {
+        /// Its running-job slot.
+        slot: SlotGuard,
+    },
+}
 
 /// What a Job needs.
 #[derive(Debug)]
@@ -56,8 +87,10 @@ pub struct JobArgs {
     pub plan: RunPlan,
     /// The shell lent for this run.
     pub shell: ActorRef<ShellMsg>,
-    /// The caller waiting for the result.
-    pub reply: Option<RpcReplyPort<Result<RunOutcome>>>,
+    /// How it starts.
+    pub start: JobStart,
+    /// The running-job caps (for auto-background).
+    pub slots: JobSlots,
     /// The Session's notice channel.
     pub notify: DerivedActorRef<JobNotice>,
     /// The session's event channel.
@@ -81,16 +114,37 @@ pub struct JobState {
     sink: ActorRef<SinkMsg>,
     feed: SinkFeed,
     shell_retries: u32,
-    reply: Option<RpcReplyPort<Result<RunOutcome>>>,
     notify: DerivedActorRef<JobNotice>,
     events: broadcast::Sender<SessionEvent>,
     started: Instant,
-    deadline: Option<Timer>,
-    watchdog: Option<Timer>,
+    started_at_ms: u64,
+    reply: Option<RpcReplyPort<Result<RunOutcome>>>,
+    slots: JobSlots,
+    slot: Option<SlotGuard>,
+    background: Option<BackgroundReason>,
+    deadline: Option<AbortTimer>,
+    auto_timer: Option<AbortTimer>,
+    watchdog: Option<AbortTimer>,
     kill_sent: bool,
-    result: Option<RunResult>,
+    waiters: Vec<RpcReplyPort<Result<Box<RunResult>>>>,
+    kill_waiters: Vec<RpcReplyPort<Result<()>>>,
+    result: Option<Box<RunResult>>,
+    delivered: bool,
+    /// The retention timer; aborted with the state so it never outlives the job.
+    evict_timer: Option<AbortTimer>,
     retention: Duration,
     kill_grace: Duration,
+}
+
+/// A timer task aborted when dropped, so a job's timers never outlive it
+/// (even when the actor is killed and its state dropped).
+#[derive(Debug)]
+struct AbortTimer(Timer);
+
+impl Drop for AbortTimer {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Actor for Job {
@@ -124,7 +178,23 @@ impl Actor for Job {
             .plan
             .timeout
             .deadline
-            .map(|after| myself.send_after(after, || JobMsg::DeadlineElapsed));
+            .map(|after| AbortTimer(myself.send_after(after, || JobMsg::DeadlineElapsed)));
+        let (reply, slot, background, auto_timer) = match args.start {
+            JobStart::Foreground {
+                reply,
+                auto_background,
+            } => {
+                let timer = auto_background
+                    .map(|after| AbortTimer(myself.send_after(after, || JobMsg::AutoBackground)));
+                (Some(reply), None, None, timer)
+            }
+            JobStart::Background { slot } => {
+                (None, Some(slot), Some(BackgroundReason::Requested), None)
+            }
+        };
+        let started_at_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let state = JobState {
             job_id: args.job_id,
             plan: args.plan,
@@ -132,14 +202,23 @@ impl Actor for Job {
             feed: SinkFeed::new(sink.clone()),
             shell_retries: 0,
             sink,
-            reply: args.reply,
             notify: args.notify,
             events: args.events,
             started,
+            started_at_ms,
+            reply,
+            slots: args.slots,
+            slot,
+            background,
             deadline,
+            auto_timer,
             watchdog: None,
             kill_sent: false,
+            waiters: Vec::new(),
+            kill_waiters: Vec::new(),
             result: None,
+            delivered: false,
+            evict_timer: None,
             retention: args.retention,
             kill_grace: args.kill_grace,
         };
@@ -180,35 +259,54 @@ impl Actor for Job {
                 },
             ),
             JobMsg::ReadOutput { offset, max, reply } => {
-                if let Err(err) =
-                    state
-                        .sink
-                        .cast(shellvisor_actor_sink::SinkMsg::Read { offset, max, reply })
-                    && let MessagingErr::SendErr(shellvisor_actor_sink::SinkMsg::Read {
-                        reply, ..
-                    }) = err
+                if let Err(MessagingErr::SendErr(SinkMsg::Read { reply, .. })) =
+                    state.sink.cast(SinkMsg::Read { offset, max, reply })
                 {
                     let _ = reply.send(Err(Error::OutputUnavailable {
                         reason: "the output buffer of this job stopped".to_owned(),
                     }));
                 }
             }
+            JobMsg::GetInfo(reply) => {
+                let info = state.info().await;
+                let _ = reply.send(Ok(info));
+            }
+            JobMsg::Wait(reply) => match &state.result {
+                Some(result) => {
+                    if reply.send(Ok(result.clone())).is_ok() {
+                        state.delivered = true;
+                    }
+                }
+                None => state.waiters.push(reply),
+            },
+            JobMsg::Unclaim => state.delivered = false,
+            JobMsg::Claim(reply) => {
+                let claim = match &state.result {
+                    Some(result) if !state.delivered => Some(result.clone()),
+                    _ => None,
+                };
+                let claimed = claim.is_some();
+                if reply.send(claim).is_ok() && claimed {
+                    state.delivered = true;
+                }
+            }
+            JobMsg::Kill(reply) => {
+                if state.result.is_some() {
+                    let _ = reply.send(Ok(()));
+                } else {
+                    state.kill_waiters.push(reply);
+                    state.kill(&myself, KillReason::Cancelled);
+                }
+            }
             JobMsg::DeadlineElapsed => {
                 state.deadline = None;
-                if state.result.is_none() && !state.kill_sent {
-                    state.kill_sent = true;
-                    if state
-                        .shell
-                        .cast(ShellMsg::Kill(KillReason::Timeout))
-                        .is_err()
-                    {
-                        let _ = myself.cast(JobMsg::ShellGone {
-                            reason: "the shell stopped before its deadline".to_owned(),
-                        });
-                    }
-                    let wait = state.kill_grace + UNRESPONSIVE_AFTER_KILL;
-                    state.watchdog = Some(myself.send_after(wait, || JobMsg::Unresponsive));
+                if state.result.is_none() {
+                    state.kill(&myself, KillReason::Timeout);
                 }
+            }
+            JobMsg::AutoBackground => {
+                state.auto_timer = None;
+                state.auto_background().await;
             }
             JobMsg::Unresponsive => {
                 state.watchdog = None;
@@ -225,7 +323,16 @@ impl Actor for Job {
                     );
                 }
             }
-            JobMsg::Evict => myself.stop(Some("retention elapsed".to_owned())),
+            JobMsg::Evict => {
+                if state.background.is_some() && !state.delivered {
+                    // Its result has not been delivered yet: keep it.
+                    state.evict_timer = Some(AbortTimer(
+                        myself.send_after(state.retention, || JobMsg::Evict),
+                    ));
+                } else {
+                    myself.stop(Some("retention elapsed".to_owned()));
+                }
+            }
         }
         Ok(())
     }
@@ -269,23 +376,99 @@ impl JobState {
         }
     }
 
+    /// Asks the shell to kill the run's process tree (once), with a watchdog
+    /// in case the shell never reports.
+    fn kill(&mut self, myself: &ActorRef<JobMsg>, reason: KillReason) {
+        if self.kill_sent {
+            return;
+        }
+        self.kill_sent = true;
+        if self.shell.cast(ShellMsg::Kill(reason)).is_err() {
+            let _ = myself.cast(JobMsg::ShellGone {
+                reason: "the shell stopped before it could be killed".to_owned(),
+            });
+        }
+        let wait = self.kill_grace + UNRESPONSIVE_AFTER_KILL;
+        self.watchdog = Some(AbortTimer(myself.send_after(wait, || JobMsg::Unresponsive)));
+    }
+
+    /// The auto-background timer fired: answer the caller with a background
+    /// job, unless the run has finished (a stale timer) or the running-job cap
+    /// is reached (the run then stays in the foreground).
+    async fn auto_background(&mut self) {
+        if self.result.is_some() || self.background.is_some() || self.reply.is_none() {
+            return;
+        }
+        let slot = match self.slots.try_acquire() {
+            Ok(slot) => slot,
+            Err(limit) => {
+                tracing::debug!(job = %self.job_id, limit, "running-job cap reached; the run stays in the foreground");
+                return;
+            }
+        };
+        let preview = match self
+            .sink
+            .call(SinkMsg::Snapshot, Some(PREVIEW_DEADLINE))
+            .await
+        {
+            Ok(CallResult::Success(summary)) => {
+                tail(&summary.rendered.body, MAX_PREVIEW_BYTES).to_owned()
+            }
+            _ => String::new(),
+        };
+        let Some(reply) = self.reply.take() else {
+            return;
+        };
+        self.slot = Some(slot);
+        self.background = Some(BackgroundReason::Timer);
+        // The Session frees the primary shell before the caller can call again.
+        let _ = self.notify.send_message(JobNotice::Backgrounded {
+            job_id: self.job_id.clone(),
+        });
+        let text = background_text(
+            self.job_id.as_str(),
+            &self.plan.label,
+            &preview,
+            &self.plan.notices,
+        );
+        let _ = reply.send(Ok(RunOutcome::Backgrounded(BackgroundedRun {
+            job_id: self.job_id.clone(),
+            label: self.plan.label.clone(),
+            reason: BackgroundReason::Timer,
+            preview,
+            timeout: self.plan.timeout.info,
+            text,
+        })));
+    }
+
     fn finish(&mut self, myself: &ActorRef<JobMsg>, outcome: ExecOutcome) {
         if self.result.is_some() {
             return;
         }
-        for timer in [self.deadline.take(), self.watchdog.take()]
-            .into_iter()
-            .flatten()
-        {
-            timer.abort();
-        }
+        // Dropping the timers aborts them.
+        self.deadline = None;
+        self.auto_timer = None;
+        self.watchdog = None;
+        tracing::trace!(target: "shellvisor::stage", "job: finished received");
         let (result, release) =
             build_result(&self.job_id, &self.plan, outcome, self.started.elapsed());
+        let result = Box::new(result);
+        // Waiters first: a wait that takes the result is its delivery, so the
+        // completion stream must not get it too.
+        for waiter in self.waiters.drain(..) {
+            if waiter.send(Ok(result.clone())).is_ok() {
+                self.delivered = true;
+            }
+        }
+        let deliver = self.background.is_some() && !self.delivered;
+        // The slot is free as soon as the run is over.
+        self.slot = None;
         // The Session must learn the shell is free before the caller can send
         // its next command.
-        let _ = self.notify.send_message(JobNotice::ShellReleased {
+        let _ = self.notify.send_message(JobNotice::Finished {
             job_id: self.job_id.clone(),
             release,
+            deliver,
         });
         let _ = self.events.send(SessionEvent::JobFinished {
             job_id: self.job_id.clone(),
@@ -293,9 +476,76 @@ impl JobState {
             timed_out: result.timed_out,
         });
         if let Some(reply) = self.reply.take() {
-            let _ = reply.send(Ok(RunOutcome::Completed(result.clone())));
+            if reply
+                .send(Ok(RunOutcome::Completed((*result).clone())))
+                .is_ok()
+            {
+                self.delivered = true;
+            }
+            tracing::trace!(target: "shellvisor::stage", "job: replied");
+        }
+        for killer in self.kill_waiters.drain(..) {
+            let _ = killer.send(Ok(()));
         }
         self.result = Some(result);
-        myself.send_after(self.retention, || JobMsg::Evict);
+        self.evict_timer = Some(AbortTimer(
+            myself.send_after(self.retention, || JobMsg::Evict),
+        ));
     }
+
+    async fn info(&self) -> JobInfo {
+        let (state, exit_code, output_bytes, wall_time_ms) = match &self.result {
+            Some(result) => {
+                let state = if result.timed_out {
+                    JobStatus::TimedOut
+                } else if result.killed {
+                    JobStatus::Killed
+                } else if result.exit_code == Some(0) {
+                    JobStatus::Completed
+                } else {
+                    JobStatus::Failed
+                };
+                (
+                    state,
+                    result.exit_code,
+                    result.truncation.total_bytes,
+                    result.wall_time_ms,
+                )
+            }
+            None => {
+                let bytes = match self
+                    .sink
+                    .call(SinkMsg::GetTotal, Some(PREVIEW_DEADLINE))
+                    .await
+                {
+                    Ok(CallResult::Success(total)) => total,
+                    _ => 0,
+                };
+                let wall = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                (JobStatus::Running, None, bytes, wall)
+            }
+        };
+        JobInfo {
+            job_id: self.job_id.clone(),
+            label: self.plan.label.clone(),
+            state,
+            background: self.background.is_some(),
+            started_at_ms: self.started_at_ms,
+            wall_time_ms,
+            exit_code,
+            output_bytes,
+        }
+    }
+}
+
+/// The last `max` bytes of `text`, starting at a character boundary.
+fn tail(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }

@@ -15,10 +15,14 @@
 mod actor;
 mod messages;
 mod result;
+mod slots;
 
 pub use actor::Job;
 pub use actor::JobArgs;
+pub use actor::JobStart;
 pub use messages::JobMsg;
 pub use messages::JobNotice;
 pub use messages::RunPlan;
 pub use messages::ShellRelease;
+pub use slots::JobSlots;
+pub use slots::SlotGuard;

@@ -9,8 +9,10 @@ use shellvisor_actor_shell::ShellMsg;
 use shellvisor_policy::TimeoutDecision;
 use shellvisor_process::StatusRecord;
 use shellvisor_protocol::JobId;
+use shellvisor_protocol::JobInfo;
 use shellvisor_protocol::OutputChunk;
 use shellvisor_protocol::Result;
+use shellvisor_protocol::RunResult;
 
 /// Messages accepted by [`crate::Job`].
 #[derive(Debug)]
@@ -34,8 +36,22 @@ pub enum JobMsg {
         /// Where the bytes go.
         reply: RpcReplyPort<Result<OutputChunk>>,
     },
+    /// The job's current state.
+    GetInfo(RpcReplyPort<Result<JobInfo>>),
+    /// The result once the job finishes (answered at once if it has). A wait
+    /// that returns the result counts as its delivery.
+    Wait(RpcReplyPort<Result<Box<RunResult>>>),
+    /// The result if the job has finished and it was not delivered yet (the
+    /// session's completion stream); it then counts as delivered.
+    Claim(RpcReplyPort<Option<Box<RunResult>>>),
+    /// A claimed result could not be handed on: it is undelivered again.
+    Unclaim,
+    /// Kill the job's process tree; answered once it has ended.
+    Kill(RpcReplyPort<Result<()>>),
     /// Internal: the run's deadline elapsed.
     DeadlineElapsed,
+    /// Internal: the auto-background timer elapsed.
+    AutoBackground,
     /// Internal: the Shell did not report within the grace after a kill.
     Unresponsive,
     /// Internal: the retention period after finishing elapsed.
@@ -68,12 +84,20 @@ pub enum JobNotice {
         /// Which job.
         job_id: JobId,
     },
-    /// The Job no longer needs its shell.
-    ShellReleased {
+    /// The foreground run became a background job (its caller was answered).
+    Backgrounded {
+        /// Which job.
+        job_id: JobId,
+    },
+    /// The job is over and no longer needs its shell.
+    Finished {
         /// Which job.
         job_id: JobId,
         /// In what state the shell is.
         release: ShellRelease,
+        /// Whether the result is for the session's completion stream (a
+        /// background job whose result no wait has taken).
+        deliver: bool,
     },
 }
 
@@ -96,6 +120,8 @@ pub enum ShellRelease {
 pub struct RunPlan {
     /// The command text.
     pub command: String,
+    /// Its label (the command, cut to 120 characters).
+    pub label: String,
     /// Directory to `cd` into first.
     pub cwd: Option<PathBuf>,
     /// Variables for this call only.

@@ -22,6 +22,7 @@ pub(crate) fn build_result(
 ) -> (RunResult, ShellRelease) {
     let mut notices = plan.notices.clone();
     let mut timed_out = false;
+    let mut cancelled = false;
     let (exit_code, cwd, release) = match outcome.end {
         RunEnd::Completed {
             status,
@@ -40,6 +41,10 @@ pub(crate) fn build_result(
         RunEnd::ShellExited { exit, killed } => match killed {
             Some(KillReason::Timeout) => {
                 timed_out = true;
+                (None, None, ShellRelease::Ended)
+            }
+            Some(KillReason::Cancelled) => {
+                cancelled = true;
                 (None, None, ShellRelease::Ended)
             }
             Some(reason) => {
@@ -92,6 +97,7 @@ pub(crate) fn build_result(
     let text = result_text(&ResultTextParts {
         body: &summary.rendered.body,
         timed_out_after_secs,
+        cancelled,
         wall_time,
         notices: &notices,
         exit_code,
@@ -102,6 +108,7 @@ pub(crate) fn build_result(
         job_id: job_id.clone(),
         exit_code,
         timed_out,
+        killed: cancelled,
         cwd,
         wall_time_ms: u64::try_from(wall_time.as_millis()).unwrap_or(u64::MAX),
         output: summary.rendered.body,
@@ -109,7 +116,7 @@ pub(crate) fn build_result(
         notices,
         timeout: plan.timeout.info,
         shell_restarted,
-        is_error: timed_out || exit_code != Some(0),
+        is_error: timed_out || cancelled || exit_code != Some(0),
         text,
     };
     (result, release)

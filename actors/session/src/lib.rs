@@ -12,7 +12,9 @@
 
 mod actor;
 mod budget;
+mod jobs;
 mod messages;
+mod shells;
 
 pub use actor::Session;
 pub use actor::SessionArgs;

@@ -4,10 +4,12 @@ use ractor::RpcReplyPort;
 use shellvisor_actor_job::JobNotice;
 use shellvisor_actor_shell::ShellNotice;
 use shellvisor_protocol::JobId;
+use shellvisor_protocol::JobInfo;
 use shellvisor_protocol::OutputChunk;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunOutcome;
 use shellvisor_protocol::RunRequest;
+use shellvisor_protocol::RunResult;
 
 /// Messages accepted by [`crate::Session`].
 #[derive(Debug)]
@@ -30,6 +32,32 @@ pub enum SessionMsg {
         /// Where the bytes go.
         reply: RpcReplyPort<Result<OutputChunk>>,
     },
+    /// Every retained job of this session, oldest first.
+    ListJobs(RpcReplyPort<Vec<JobInfo>>),
+    /// One job's state.
+    JobInfo {
+        /// The job (of this session only).
+        job_id: JobId,
+        /// Where the state goes.
+        reply: RpcReplyPort<Result<JobInfo>>,
+    },
+    /// A job's result once it finishes (the caller bounds the wait).
+    Wait {
+        /// The job (of this session only).
+        job_id: JobId,
+        /// Where the result goes.
+        reply: RpcReplyPort<Result<Box<RunResult>>>,
+    },
+    /// Kill a job's process tree; answered once it has ended.
+    Kill {
+        /// The job (of this session only).
+        job_id: JobId,
+        /// Answered once the job has ended.
+        reply: RpcReplyPort<Result<()>>,
+    },
+    /// The next finished background job whose result nobody has taken
+    /// (answered when one finishes).
+    NextCompletion(RpcReplyPort<Box<RunResult>>),
     /// From a Job.
     Job(JobNotice),
     /// From a Shell.

@@ -101,6 +101,9 @@ struct LiveShell {
     exit: watch::Receiver<Option<ExitInfo>>,
     reap: Option<oneshot::Sender<()>>,
     busy: bool,
+    /// Set once the shell is released: how often to check for the processes
+    /// its commands left running.
+    retain_poll: Option<Duration>,
     killing: Option<KillReason>,
     exited: Option<ExitInfo>,
     escalation: Option<JoinHandle<Result<(), MessagingErr<ShellMsg>>>>,
@@ -160,6 +163,12 @@ impl Actor for Shell {
         match message {
             ShellMsg::Exec(request) => live.exec(request).await,
             ShellMsg::Kill(reason) => live.kill(&myself, reason, grace),
+            ShellMsg::Release { poll } => {
+                live.retain_poll = Some(poll);
+                live.count_children(&myself);
+            }
+            ShellMsg::CheckChildren => live.count_children(&myself),
+            ShellMsg::ChildrenCounted(others) => live.release_if_alone(&myself, others, grace),
             ShellMsg::RunCompleted => {
                 live.busy = false;
                 live.prepare_fifo();
@@ -314,6 +323,7 @@ async fn start_shell(
         exit: exit_rx,
         reap: Some(reap_tx),
         busy: false,
+        retain_poll: None,
         killing: None,
         exited: None,
         escalation: None,
@@ -416,6 +426,43 @@ impl LiveShell {
                 Ok(fifo) => self.next_fifo = Some(fifo),
                 Err(err) => tracing::debug!(%err, "could not prepare the next output pipe"),
             }
+        }
+    }
+
+    /// Counts the live processes in the group other than bash, off the
+    /// actor's thread (it reads `/proc`, which is slow), and reports back.
+    fn count_children(&self, myself: &ActorRef<ShellMsg>) {
+        let group = self.group.group();
+        let myself = myself.clone();
+        tokio::task::spawn_blocking(move || {
+            let shell_pid = group.as_raw();
+            let others = group
+                .live_members()
+                .into_iter()
+                .filter(|pid| *pid != shell_pid)
+                .count();
+            let _ = myself.cast(ShellMsg::ChildrenCounted(others));
+        });
+    }
+
+    /// A released shell stops once nothing but bash is left in its group;
+    /// until then (a `server &` its commands started) it stays, checking again
+    /// after the poll interval.
+    fn release_if_alone(&mut self, myself: &ActorRef<ShellMsg>, others: usize, grace: Duration) {
+        let Some(poll) = self.retain_poll else {
+            return;
+        };
+        if self.busy || self.killing.is_some() {
+            return;
+        }
+        if others == 0 {
+            self.kill(myself, KillReason::Release, grace);
+        } else {
+            tracing::debug!(
+                others,
+                "released shell kept alive for processes its commands left running"
+            );
+            myself.send_after(poll, || ShellMsg::CheckChildren);
         }
     }
 

@@ -1,6 +1,7 @@
 //! Messages of the Shell actor.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use ractor::ActorId;
 use ractor::DerivedActorRef;
@@ -18,6 +19,17 @@ pub enum ShellMsg {
     /// grace period) and stop. A run in progress ends with
     /// [`RunEnd::ShellExited`] carrying this reason.
     Kill(KillReason),
+    /// The shell is no longer needed (an isolated or backgrounded shell whose
+    /// job is done): stop it, but keep it alive while processes its commands
+    /// left running (`server &`) are, checking every `poll`.
+    Release {
+        /// How often to check for those processes.
+        poll: Duration,
+    },
+    /// Internal: check whether the processes left running are gone.
+    CheckChildren,
+    /// Internal: how many processes other than bash are in the group.
+    ChildrenCounted(usize),
     /// Internal: the status reader saw the current run's record.
     RunCompleted,
     /// Internal: the bash process exited.

@@ -97,6 +97,12 @@ impl Actor for Sink {
                 state.flush();
                 let _ = reply.send(state.summary());
             }
+            SinkMsg::Snapshot(reply) => {
+                let _ = reply.send(state.summary());
+            }
+            SinkMsg::GetTotal(reply) => {
+                let _ = reply.send(state.buffer.total_bytes());
+            }
             SinkMsg::Closed => {
                 state.flush();
                 state.closed = true;

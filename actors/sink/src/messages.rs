@@ -16,6 +16,10 @@ pub enum SinkMsg {
     Chunk(Bytes, OwnedSemaphorePermit),
     /// The run's foreground output ends here: render it.
     Complete(RpcReplyPort<OutputSummary>),
+    /// Render the output so far (a preview; the run goes on).
+    Snapshot(RpcReplyPort<OutputSummary>),
+    /// Bytes received so far.
+    GetTotal(RpcReplyPort<u64>),
     /// Every writer of the output has closed it; nothing more will arrive.
     Closed,
     /// Read raw bytes `[offset, offset + max)`.

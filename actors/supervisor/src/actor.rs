@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use ractor::Actor;
@@ -11,6 +12,7 @@ use ractor::ActorId;
 use ractor::ActorProcessingErr;
 use ractor::ActorRef;
 use ractor::SupervisionEvent;
+use shellvisor_actor_job::JobSlots;
 use shellvisor_actor_session::Session;
 use shellvisor_actor_session::SessionArgs;
 use shellvisor_process::PrivateDir;
@@ -53,6 +55,9 @@ pub struct SupervisorArgs {
     pub home: Option<PathBuf>,
     /// The first working directory of every session.
     pub initial_cwd: PathBuf,
+    /// Running background jobs in the whole runtime (the runtime-wide cap
+    /// counts against it).
+    pub running_jobs: Arc<AtomicUsize>,
 }
 
 /// The root supervisor's state.
@@ -181,6 +186,13 @@ impl SupervisorState {
             .subdir(&name)
             .map_err(|err| Error::io("creating the session artifacts directory", &err))?;
         let (events, _) = broadcast::channel(SESSION_EVENT_CAPACITY);
+        let jobs = &self.args.config.jobs;
+        let slots = JobSlots::new(
+            Arc::new(AtomicUsize::new(0)),
+            jobs.max_running_per_session,
+            Arc::clone(&self.args.running_jobs),
+            jobs.max_running,
+        );
         let args = SessionArgs {
             id: id.clone(),
             config: Arc::clone(&self.args.config),
@@ -192,6 +204,7 @@ impl SupervisorState {
             home: self.args.home.clone(),
             initial_cwd: self.args.initial_cwd.clone(),
             events: events.clone(),
+            slots: slots.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, Session, args, myself.get_cell())
             .await
@@ -199,7 +212,11 @@ impl SupervisorState {
                 what: "session".to_owned(),
                 message: err.to_string(),
             })?;
-        let entry = SessionEntry { actor, events };
+        let entry = SessionEntry {
+            actor,
+            events,
+            slots,
+        };
         self.by_actor.insert(entry.actor.get_id(), id.clone());
         self.sessions.insert(id, entry.clone());
         Ok(entry)

@@ -2,6 +2,7 @@
 
 use ractor::ActorRef;
 use ractor::RpcReplyPort;
+use shellvisor_actor_job::JobSlots;
 use shellvisor_actor_session::SessionMsg;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::SessionEvent;
@@ -36,4 +37,6 @@ pub struct SessionEntry {
     pub actor: ActorRef<SessionMsg>,
     /// Its events (subscribe with `events.subscribe()`).
     pub events: broadcast::Sender<SessionEvent>,
+    /// Its running-job slots (to read the running count).
+    pub slots: JobSlots,
 }

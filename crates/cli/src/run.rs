@@ -1,11 +1,14 @@
 //! `shellvisor run`.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use shellvisor::Config;
 use shellvisor::JobId;
+use shellvisor::RunOutcome;
 use shellvisor::RunRequest;
+use shellvisor::RunResult;
 use shellvisor::Runtime;
 use shellvisor::Session;
 use shellvisor::SessionEvent;
@@ -15,6 +18,8 @@ use tokio::io::AsyncWriteExt;
 const TIMED_OUT_EXIT: u8 = 124;
 /// Largest read when filling a gap in the streamed output.
 const GAP_READ_BYTES: usize = 1 << 20;
+/// How long one wait for a background job lasts before waiting again.
+const WAIT_SLICE: Duration = Duration::from_secs(3600);
 
 /// Arguments of `shellvisor run`.
 #[derive(Debug, clap::Args)]
@@ -28,12 +33,22 @@ pub struct RunArgs {
     /// Working directory.
     #[arg(long)]
     pub cwd: Option<String>,
+    /// Start the command as a background job (its output still streams here).
+    #[arg(long = "async")]
+    pub run_async: bool,
+    /// Turn the run into a background job after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub auto_background: Option<u64>,
     /// The command (joined with spaces into one shell command line).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
 }
 
-pub(crate) async fn run(config: Config, args: RunArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(mut config: Config, args: RunArgs) -> anyhow::Result<ExitCode> {
+    if let Some(seconds) = args.auto_background {
+        config.jobs.auto_background = true;
+        config.jobs.auto_background_secs = seconds;
+    }
     let runtime = Runtime::start(config)
         .await
         .context("starting the runtime")?;
@@ -42,21 +57,56 @@ pub(crate) async fn run(config: Config, args: RunArgs) -> anyhow::Result<ExitCod
     outcome
 }
 
+/// What a phase produced.
+enum Answer {
+    /// The call answered.
+    Outcome(RunOutcome),
+    /// The background job finished.
+    Finished(RunResult),
+}
+
+/// Where the run stands while its output streams.
+enum Phase {
+    /// The call has not answered yet.
+    Calling(tokio::task::JoinHandle<shellvisor::Result<RunOutcome>>),
+    /// The run went to the background; waiting for its result.
+    Waiting(tokio::task::JoinHandle<shellvisor::Result<RunResult>>),
+}
+
 async fn run_in(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
     let session = runtime.session(args.session.as_str()).await?;
     let mut events = session.subscribe();
-    let mut request = RunRequest::new(args.command.join(" "));
+    let mut request = RunRequest::new(args.command.join(" ")).run_async(args.run_async);
     request.timeout = args.timeout;
     request.cwd = args.cwd;
     let running = session.clone();
-    let mut call = tokio::spawn(async move { running.run(request).await });
+    let mut phase = Phase::Calling(tokio::spawn(async move { running.run(request).await }));
 
     let mut stdout = tokio::io::stdout();
     let mut job: Option<JobId> = None;
     let mut printed: u64 = 0;
-    let outcome = loop {
+    let result = loop {
+        let finished = async {
+            anyhow::Ok(match &mut phase {
+                Phase::Calling(call) => {
+                    Answer::Outcome(call.await.context("the run task failed")??)
+                }
+                Phase::Waiting(wait) => {
+                    Answer::Finished(wait.await.context("the wait task failed")??)
+                }
+            })
+        };
         tokio::select! {
-            finished = &mut call => break finished.context("the run task failed")??,
+            answer = finished => match answer? {
+                Answer::Outcome(RunOutcome::Completed(result)) | Answer::Finished(result) => break result,
+                Answer::Outcome(RunOutcome::Backgrounded(started)) => {
+                    eprintln!("shellvisor: {}", started.text.lines().find(|l| l.starts_with("Background job")).unwrap_or("backgrounded"));
+                    job = Some(started.job_id.clone());
+                    let waiting = session.clone();
+                    phase = Phase::Waiting(tokio::spawn(async move { wait_for(&waiting, &started.job_id).await }));
+                }
+                Answer::Outcome(_) => anyhow::bail!("unexpected outcome"),
+            },
             event = events.recv() => match event {
                 Some(SessionEvent::JobStarted { job_id, .. }) if job.is_none() => job = Some(job_id),
                 Some(SessionEvent::Output { job_id, offset, data }) if job.as_ref() == Some(&job_id) => {
@@ -69,12 +119,10 @@ async fn run_in(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
                         printed += data.len() as u64;
                     }
                 }
-                Some(_) => {}
-                None => {}
+                _ => {}
             },
         }
     };
-    let result = outcome.completed().context("the run did not complete")?;
     // Whatever the stream did not deliver (a lagging subscriber) is read back.
     let total = result.truncation.total_bytes;
     if printed < total {
@@ -95,6 +143,15 @@ async fn run_in(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(code) => ExitCode::from(u8::try_from(code.rem_euclid(256)).unwrap_or(1)),
         None => ExitCode::from(1),
     })
+}
+
+/// Waits for a background job's result, however long it runs.
+async fn wait_for(session: &Session, job: &JobId) -> shellvisor::Result<RunResult> {
+    loop {
+        if let Some(result) = session.wait(job, WAIT_SLICE).await? {
+            return Ok(result);
+        }
+    }
 }
 
 /// Writes bytes `[from, to)` of a job's output, read back by offset.

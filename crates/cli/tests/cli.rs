@@ -80,3 +80,28 @@ fn run_honours_cwd_and_a_config_file() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not_a_field"));
 }
+
+#[test]
+fn run_async_and_auto_background_stream_and_exit_with_the_jobs_status() {
+    let output = shellvisor()
+        .args(["run", "--async", "--", "echo a; sleep 0.5; echo b; exit 5"])
+        .output()
+        .unwrap();
+    assert_eq!(output.stdout, b"a\nb\n");
+    assert_eq!(output.status.code(), Some(5));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("Background job job_"));
+
+    let output = shellvisor()
+        .args([
+            "run",
+            "--auto-background",
+            "1",
+            "--",
+            "echo before; sleep 2; echo after",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.stdout, b"before\nafter\n");
+    assert_eq!(output.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("Background job job_"));
+}

@@ -21,6 +21,8 @@ mod sanitize;
 pub use head_tail::HeadTail;
 pub use render::RenderedOutput;
 pub use render::ResultTextParts;
+pub use render::background_text;
+pub use render::job_label;
 pub use render::render_output;
 pub use render::result_text;
 pub use render::timeout_notice;

@@ -146,6 +146,8 @@ pub struct ResultTextParts<'a> {
     pub body: &'a str,
     /// The deadline, in seconds, when it fired.
     pub timed_out_after_secs: Option<u64>,
+    /// Whether the run was killed on request.
+    pub cancelled: bool,
     /// How long the run took.
     pub wall_time: Duration,
     /// Notice lines (timeout clamping, shell restarts, ...).
@@ -160,6 +162,7 @@ pub struct ResultTextParts<'a> {
 ///
 /// ```text
 /// [Command timed out after N seconds]     (only on timeout)
+/// [Command cancelled]                     (only when killed on request)
 /// <output, or "(no output)">
 ///
 /// Wall time: <s> seconds
@@ -174,6 +177,8 @@ pub fn result_text(parts: &ResultTextParts<'_>) -> String {
     if let Some(seconds) = parts.timed_out_after_secs {
         text.push_str(&timeout_notice(seconds));
         text.push('\n');
+    } else if parts.cancelled {
+        text.push_str("[Command cancelled]\n");
     }
     let body = parts.body.trim_end_matches('\n');
     text.push_str(if body.is_empty() { "(no output)" } else { body });
@@ -192,6 +197,48 @@ pub fn result_text(parts: &ResultTextParts<'_>) -> String {
         text.push_str("\n\n");
         text.push_str(notice);
     }
+    text
+}
+
+/// Longest job label, in characters (the reference tool's).
+const MAX_LABEL_CHARS: usize = 120;
+
+/// A job's label: the command, or its first 117 characters and `...` when it
+/// is longer than 120.
+pub fn job_label(command: &str) -> String {
+    if command.chars().count() <= MAX_LABEL_CHARS {
+        command.to_owned()
+    } else {
+        let mut label: String = command.chars().take(MAX_LABEL_CHARS - 3).collect();
+        label.push_str("...");
+        label
+    }
+}
+
+/// The text of a background job's start, as the reference tool words it: the
+/// output so far (when auto-backgrounded), the notices, then
+///
+/// ```text
+/// Background job <id> started: <label>
+/// Result will be delivered automatically when complete.
+/// You can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking.
+/// ```
+pub fn background_text(job_id: &str, label: &str, preview: &str, notices: &[String]) -> String {
+    let mut text = String::new();
+    let preview = preview.trim();
+    if !preview.is_empty() {
+        text.push_str(preview);
+        text.push_str("\n\n");
+    }
+    if !notices.is_empty() {
+        text.push_str(&notices.join("\n"));
+        text.push_str("\n\n");
+    }
+    text.push_str(&format!(
+        "Background job {job_id} started: {label}\n\
+         Result will be delivered automatically when complete.\n\
+         You can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking."
+    ));
     text
 }
 
@@ -271,6 +318,25 @@ mod tests {
             format!("{}\n[…980B elided…]\n{}", "x".repeat(10), "x".repeat(10))
         );
         assert_eq!(out.total_lines, 1);
+    }
+
+    #[test]
+    fn labels_and_background_text_follow_the_reference() {
+        assert_eq!(job_label("sleep 1"), "sleep 1");
+        let long = "x".repeat(130);
+        assert_eq!(job_label(&long), format!("{}...", "x".repeat(117)));
+        assert_eq!(
+            background_text("job_1", "sleep 5", "", &[]),
+            "Background job job_1 started: sleep 5\nResult will be delivered automatically when complete.\nYou can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking."
+        );
+        let notices =
+            vec!["Timeout clamped to 3600s (requested 9000s; allowed range 1-3600s).".to_owned()];
+        let text = background_text("job_2", "make", "building...\n", &notices);
+        assert!(
+            text.starts_with("building...\n\nTimeout clamped to 3600s"),
+            "{text}"
+        );
+        assert!(text.contains("\n\nBackground job job_2 started: make\n"));
     }
 
     #[test]

@@ -75,6 +75,32 @@ impl ProcessGroupId {
     pub fn exists(self) -> bool {
         rustix::process::test_kill_process_group(self.0).is_ok()
     }
+
+    /// The pids of the group's live members (zombies excluded), found by
+    /// reading `/proc/<pid>/stat`. A snapshot: members may come and go.
+    pub fn live_members(self) -> Vec<i32> {
+        let target = self.as_raw();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                    return false;
+                };
+                // Fields after the parenthesised name: state ppid pgrp ...
+                let Some((_, rest)) = stat.rsplit_once(')') else {
+                    return false;
+                };
+                let mut fields = rest.split_ascii_whitespace();
+                let state = fields.next();
+                let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
+                state != Some("Z") && pgrp == Some(target)
+            })
+            .collect()
+    }
 }
 
 impl fmt::Debug for ProcessGroupId {
@@ -182,6 +208,27 @@ impl Drop for GroupGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_members_finds_a_group_and_skips_zombies() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let group = ProcessGroupId::new(pid).unwrap();
+        assert_eq!(group.live_members(), vec![pid]);
+        child.kill().unwrap();
+        // Killed but not reaped: a zombie, no longer a live member.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !group.live_members().is_empty() {
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.wait().unwrap();
+    }
 
     #[test]
     fn refuses_dangerous_ids() {

@@ -151,28 +151,85 @@ impl Default for RestartConfig {
     }
 }
 
-/// How long finished jobs are kept.
+/// Background jobs: async runs, the auto-background timer, caps and retention.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct JobsConfig {
+    /// Accept `async: true` requests.
+    pub async_enabled: bool,
+    /// Turn foreground runs that outlive the threshold into background jobs.
+    /// Off by default in the library, as in the reference tool (the MCP server
+    /// turns it on).
+    pub auto_background: bool,
+    /// The auto-background threshold in seconds. A run is backgrounded after
+    /// `min(threshold, timeout - 1 s)`; `0` backgrounds at once.
+    pub auto_background_secs: u64,
+    /// Running background jobs allowed per session.
+    pub max_running_per_session: usize,
+    /// Running background jobs allowed in the whole runtime.
+    pub max_running: usize,
     /// Seconds a finished job (its status and output) stays readable.
     pub retention_secs: u64,
     /// Finished jobs kept per session; the oldest are evicted first.
     pub max_retained_per_session: usize,
+    /// How often a shell kept alive for a finished job's `&` children checks
+    /// whether they are gone, in milliseconds.
+    pub child_poll_ms: u64,
 }
 
 impl Default for JobsConfig {
     fn default() -> Self {
         Self {
+            async_enabled: true,
+            auto_background: false,
+            auto_background_secs: 60,
+            max_running_per_session: 100,
+            max_running: 100,
             retention_secs: 300,
             max_retained_per_session: 64,
+            child_poll_ms: 1000,
         }
+    }
+}
+
+impl JobsConfig {
+    /// How long a foreground run with `deadline` waits before it is
+    /// backgrounded: `min(threshold, deadline - 1 s)`, or `None` when
+    /// auto-background is off.
+    pub fn auto_background_after(&self, deadline: Option<Duration>) -> Option<Duration> {
+        if !self.auto_background {
+            return None;
+        }
+        let threshold = Duration::from_secs(self.auto_background_secs);
+        Some(match deadline {
+            None => threshold,
+            Some(deadline) => threshold.min(deadline.saturating_sub(Duration::from_secs(1))),
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_background_wait_follows_the_reference_formula() {
+        let mut jobs = JobsConfig::default();
+        assert_eq!(
+            jobs.auto_background_after(Some(Duration::from_secs(300))),
+            None
+        );
+        jobs.auto_background = true;
+        let after = |jobs: &JobsConfig, secs: Option<u64>| {
+            jobs.auto_background_after(secs.map(Duration::from_secs))
+        };
+        assert_eq!(after(&jobs, Some(300)), Some(Duration::from_secs(60)));
+        assert_eq!(after(&jobs, Some(30)), Some(Duration::from_secs(29)));
+        assert_eq!(after(&jobs, Some(1)), Some(Duration::ZERO));
+        assert_eq!(after(&jobs, None), Some(Duration::from_secs(60)));
+        jobs.auto_background_secs = 0;
+        assert_eq!(after(&jobs, Some(300)), Some(Duration::ZERO));
+    }
 
     #[test]
     fn empty_toml_is_the_default_config() {

@@ -28,6 +28,8 @@ pub enum ErrorCode {
     SessionNotFound,
     /// No such job in this session.
     JobNotFound,
+    /// The running-job cap is reached.
+    JobLimitReached,
     /// The requested output range is no longer available.
     OutputUnavailable,
     /// The runtime or session is shutting down.
@@ -50,6 +52,7 @@ impl ErrorCode {
             ErrorCode::SpawnFailed => "spawn_failed",
             ErrorCode::SessionNotFound => "session_not_found",
             ErrorCode::JobNotFound => "job_not_found",
+            ErrorCode::JobLimitReached => "job_limit_reached",
             ErrorCode::OutputUnavailable => "output_unavailable",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::ActorGone => "actor_gone",
@@ -127,6 +130,15 @@ pub enum Error {
         /// The id asked for.
         id: String,
     },
+    /// Returned for an explicit async run when the session's or the
+    /// runtime's running-job cap is reached. Retry after a job finishes.
+    #[error(
+        "Background job limit reached ({limit}). Wait for running jobs to finish or cancel one."
+    )]
+    JobLimitReached {
+        /// The cap that was reached.
+        limit: usize,
+    },
     /// The byte range asked for is no longer held (not in memory and no
     /// artifact could be written).
     #[error("output unavailable: {reason}")]
@@ -166,6 +178,7 @@ impl Error {
             Error::Spawn { .. } => ErrorCode::SpawnFailed,
             Error::SessionNotFound { .. } => ErrorCode::SessionNotFound,
             Error::JobNotFound { .. } => ErrorCode::JobNotFound,
+            Error::JobLimitReached { .. } => ErrorCode::JobLimitReached,
             Error::OutputUnavailable { .. } => ErrorCode::OutputUnavailable,
             Error::ShuttingDown => ErrorCode::ShuttingDown,
             Error::ActorGone { .. } => ErrorCode::ActorGone,

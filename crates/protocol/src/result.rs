@@ -12,6 +12,10 @@ use crate::JobId;
 pub enum RunOutcome {
     /// The command finished (or timed out) while the caller waited.
     Completed(RunResult),
+    /// The run goes on as a background job: it was asked for (`async`), or it
+    /// outlived the auto-background timer. Its result is delivered once, by the
+    /// session's completion stream or a wait.
+    Backgrounded(BackgroundedRun),
 }
 
 impl RunOutcome {
@@ -19,8 +23,92 @@ impl RunOutcome {
     pub fn completed(self) -> Option<RunResult> {
         match self {
             RunOutcome::Completed(result) => Some(result),
+            RunOutcome::Backgrounded(_) => None,
         }
     }
+
+    /// The background job, if the run went on in the background.
+    pub fn backgrounded(self) -> Option<BackgroundedRun> {
+        match self {
+            RunOutcome::Backgrounded(job) => Some(job),
+            RunOutcome::Completed(_) => None,
+        }
+    }
+
+    /// The model-facing text of either outcome.
+    pub fn text(&self) -> &str {
+        match self {
+            RunOutcome::Completed(result) => &result.text,
+            RunOutcome::Backgrounded(job) => &job.text,
+        }
+    }
+}
+
+/// A run that goes on in the background.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackgroundedRun {
+    /// The job's id.
+    pub job_id: JobId,
+    /// A short label: the command, cut to 120 characters.
+    pub label: String,
+    /// Why it is in the background.
+    pub reason: BackgroundReason,
+    /// The output so far, rendered (empty for an explicit async start).
+    pub preview: String,
+    /// The job's deadline.
+    pub timeout: TimeoutInfo,
+    /// The model-facing text: preview, notices, then
+    /// `Background job <id> started: <label>` and how the result arrives.
+    pub text: String,
+}
+
+/// Why a run is in the background.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BackgroundReason {
+    /// The caller asked for it (`async: true`).
+    Requested,
+    /// It outlived the auto-background timer.
+    Timer,
+}
+
+/// Where a job stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum JobState {
+    /// Still running.
+    Running,
+    /// Exited with status 0.
+    Completed,
+    /// Exited with a non-zero status, or its shell was lost.
+    Failed,
+    /// Its deadline fired.
+    TimedOut,
+    /// It was killed on request.
+    Killed,
+}
+
+/// What is known about a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobInfo {
+    /// The job's id.
+    pub job_id: JobId,
+    /// A short label: the command, cut to 120 characters.
+    pub label: String,
+    /// Where it stands.
+    pub state: JobState,
+    /// Whether it is (or was) a background job.
+    pub background: bool,
+    /// When it started, in milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
+    /// How long it ran (so far), in milliseconds.
+    pub wall_time_ms: u64,
+    /// Its exit code, once known.
+    pub exit_code: Option<i32>,
+    /// Raw output bytes so far.
+    pub output_bytes: u64,
 }
 
 /// A finished run: its exit status, output and the model-facing text.
@@ -33,6 +121,8 @@ pub struct RunResult {
     pub exit_code: Option<i32>,
     /// The deadline fired and the run's process tree was killed.
     pub timed_out: bool,
+    /// The run was killed on request (a job kill or a cancelled call).
+    pub killed: bool,
     /// The shell's working directory when the command finished, if known.
     pub cwd: Option<String>,
     /// Wall-clock duration of the run in milliseconds.
@@ -51,7 +141,7 @@ pub struct RunResult {
     /// The complete model-facing text, shaped as the reference tool shapes it.
     pub text: String,
     /// Whether a tool result built from this should be flagged as an error
-    /// (non-zero exit or timeout).
+    /// (non-zero exit, timeout or kill).
     pub is_error: bool,
 }
 

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -41,6 +42,7 @@ pub(crate) struct RuntimeInner {
     spawner: Arc<Spawner>,
     registry: Arc<ProcessRegistry>,
     config: Arc<Config>,
+    running_jobs: Arc<AtomicUsize>,
     shut_down: AtomicBool,
 }
 
@@ -87,6 +89,7 @@ impl Runtime {
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from("/"));
         let config = Arc::new(config);
+        let running_jobs = Arc::new(AtomicUsize::new(0));
         let args = SupervisorArgs {
             config: Arc::clone(&config),
             spawner: Arc::clone(&spawner),
@@ -100,6 +103,7 @@ impl Runtime {
             )),
             home: std::env::var_os("HOME").map(PathBuf::from),
             initial_cwd,
+            running_jobs: Arc::clone(&running_jobs),
         };
         let (root, _) = Actor::spawn(None, Supervisor, args)
             .await
@@ -113,6 +117,7 @@ impl Runtime {
                 spawner,
                 registry,
                 config,
+                running_jobs,
                 shut_down: AtomicBool::new(false),
             }),
         })
@@ -147,6 +152,12 @@ impl Runtime {
     /// The configuration in effect.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// Background jobs running in the whole runtime (the runtime-wide cap,
+    /// `jobs.max_running`, counts against this).
+    pub fn running_jobs(&self) -> usize {
+        self.inner.running_jobs.load(Ordering::Acquire)
     }
 
     /// Number of process groups the runtime currently owns (shells and their jobs).

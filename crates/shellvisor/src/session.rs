@@ -2,17 +2,21 @@
 
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use ractor::MessagingErr;
+use ractor::RpcReplyPort;
 use ractor::rpc::CallResult;
 use shellvisor_actor_session::SessionMsg;
 use shellvisor_actor_supervisor::SessionEntry;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::JobId;
+use shellvisor_protocol::JobInfo;
 use shellvisor_protocol::OutputChunk;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunOutcome;
 use shellvisor_protocol::RunRequest;
+use shellvisor_protocol::RunResult;
 use shellvisor_protocol::SessionEvent;
 use shellvisor_protocol::SessionId;
 use tokio::sync::broadcast;
@@ -83,7 +87,8 @@ impl Session {
     }
 
     /// Reads raw output bytes `[offset, offset + max)` of a job of this session
-    /// (at most 1 MiB per call), while the job is retained.
+    /// (at most 1 MiB per call), while the job is retained. The chunk says how
+    /// many bytes the job has produced so far.
     ///
     /// # Errors
     /// `job_not_found` for an unknown job or another session's job,
@@ -94,23 +99,103 @@ impl Session {
         offset: u64,
         max: usize,
     ) -> Result<OutputChunk> {
+        let job_id = job_id.clone();
+        self.call(
+            |reply| SessionMsg::ReadOutput {
+                job_id,
+                offset,
+                max,
+                reply,
+            },
+            None,
+        )
+        .await?
+    }
+
+    /// The session's retained jobs (running, and finished within the
+    /// retention period), oldest first.
+    ///
+    /// # Errors
+    /// `shutting_down`, or `actor_gone` if the session stopped.
+    pub async fn jobs(&self) -> Result<Vec<JobInfo>> {
+        self.call(SessionMsg::ListJobs, None).await
+    }
+
+    /// One job's state.
+    ///
+    /// # Errors
+    /// `job_not_found` for an unknown job or another session's job.
+    pub async fn job(&self, job_id: &JobId) -> Result<JobInfo> {
+        let job_id = job_id.clone();
+        self.call(|reply| SessionMsg::JobInfo { job_id, reply }, None)
+            .await?
+    }
+
+    /// Waits up to `timeout` for a job to finish and returns its result, or
+    /// `None` if it is still running then. A wait that returns the result
+    /// counts as its delivery: the completion stream will not repeat it.
+    ///
+    /// # Errors
+    /// `job_not_found` for an unknown job or another session's job.
+    pub async fn wait(&self, job_id: &JobId, timeout: Duration) -> Result<Option<RunResult>> {
         self.runtime.check_running()?;
         let actor = self.entry()?.actor;
         let job_id = job_id.clone();
         match actor
-            .call(
-                |reply| SessionMsg::ReadOutput {
-                    job_id,
-                    offset,
-                    max,
-                    reply,
-                },
-                None,
-            )
+            .call(|reply| SessionMsg::Wait { job_id, reply }, Some(timeout))
             .await
         {
-            Ok(CallResult::Success(result)) => result,
-            Ok(_) => Err(Error::actor_gone("job")),
+            Ok(CallResult::Success(result)) => result.map(|result| Some(*result)),
+            Ok(CallResult::Timeout) => Ok(None),
+            Ok(CallResult::SenderError) => Err(Error::actor_gone("job")),
+            Err(_) => Err(Error::actor_gone("session")),
+        }
+    }
+
+    /// Kills a job's whole process tree (SIGTERM, then SIGKILL after the
+    /// grace period) and returns once it has ended. Killing a finished job
+    /// does nothing.
+    ///
+    /// # Errors
+    /// `job_not_found` for an unknown job or another session's job.
+    pub async fn kill(&self, job_id: &JobId) -> Result<()> {
+        let job_id = job_id.clone();
+        self.call(|reply| SessionMsg::Kill { job_id, reply }, None)
+            .await?
+    }
+
+    /// The result of the next background job to finish whose result nobody
+    /// has taken (by a wait, or an earlier call of this). Waits until one
+    /// finishes; each result is returned exactly once. Several callers share
+    /// the stream (each result goes to one of them).
+    ///
+    /// # Errors
+    /// `shutting_down`, or `actor_gone` if the session stopped.
+    pub async fn next_completion(&self) -> Result<RunResult> {
+        self.call(SessionMsg::NextCompletion, None)
+            .await
+            .map(|result| *result)
+    }
+
+    /// Background jobs running in this session (its cap,
+    /// `jobs.max_running_per_session`, counts against this).
+    pub fn running_jobs(&self) -> usize {
+        self.entry()
+            .map(|entry| entry.slots.running_in_session())
+            .unwrap_or(0)
+    }
+
+    /// Calls the session actor and unwraps ractor's call result.
+    async fn call<T: Send + 'static>(
+        &self,
+        message: impl FnOnce(RpcReplyPort<T>) -> SessionMsg,
+        timeout: Option<Duration>,
+    ) -> Result<T> {
+        self.runtime.check_running()?;
+        let actor = self.entry()?.actor;
+        match actor.call(message, timeout).await {
+            Ok(CallResult::Success(value)) => Ok(value),
+            Ok(CallResult::Timeout | CallResult::SenderError) => Err(Error::actor_gone("job")),
             Err(_) => Err(Error::actor_gone("session")),
         }
     }

@@ -1,0 +1,315 @@
+//! The session's jobs: admission, the job API, and the completion stream.
+
+use std::time::Duration;
+
+use ractor::Actor;
+use ractor::ActorRef;
+use ractor::MessagingErr;
+use ractor::RpcReplyPort;
+use ractor::rpc::CallResult;
+use shellvisor_actor_job::Job;
+use shellvisor_actor_job::JobArgs;
+use shellvisor_actor_job::JobMsg;
+use shellvisor_actor_job::JobStart;
+use shellvisor_actor_job::RunPlan;
+use shellvisor_actor_job::ShellRelease;
+use shellvisor_actor_shell::ShellMsg;
+use shellvisor_output::background_text;
+use shellvisor_output::job_label;
+use shellvisor_policy::resolve_cwd;
+use shellvisor_policy::resolve_timeout;
+use shellvisor_policy::validate_command;
+use shellvisor_policy::validate_env;
+use shellvisor_protocol::BackgroundReason;
+use shellvisor_protocol::BackgroundedRun;
+use shellvisor_protocol::Error;
+use shellvisor_protocol::JobId;
+use shellvisor_protocol::JobInfo;
+use shellvisor_protocol::Result;
+use shellvisor_protocol::RunOutcome;
+use shellvisor_protocol::RunRequest;
+
+use crate::actor::JobEntry;
+use crate::actor::SessionState;
+use crate::messages::SessionMsg;
+
+/// Notice added when a PTY is requested but cannot be provided.
+const PTY_UNAVAILABLE_NOTICE: &str =
+    "pty requested but unavailable in this environment; ran without a terminal";
+/// The reference tool's refusal of `async` when it is turned off.
+const ASYNC_DISABLED: &str =
+    "Async bash execution is disabled. Enable async.enabled to use async mode.";
+/// How long a job may take to answer the session.
+const JOB_ANSWER_DEADLINE: Duration = Duration::from_secs(2);
+
+impl SessionState {
+    pub(crate) async fn run(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        request: RunRequest,
+        reply: RpcReplyPort<Result<RunOutcome>>,
+    ) {
+        tracing::trace!(target: "shellvisor::stage", "session: run received");
+        let (plan, job_id) = match self.plan(&request).and_then(|plan| {
+            JobId::random()
+                .map(|id| (plan, id))
+                .map_err(|err| Error::io("generating a job id", &err))
+        }) {
+            Ok(planned) => planned,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return;
+            }
+        };
+        if request.run_async {
+            let started = self.start_async(myself, job_id, plan).await;
+            let _ = reply.send(started.map(RunOutcome::Backgrounded));
+            return;
+        }
+        let shell = match self.lend_shell(myself, &job_id).await {
+            Ok(shell) => shell,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return;
+            }
+        };
+        let auto_background = self
+            .args
+            .config
+            .jobs
+            .auto_background_after(plan.timeout.deadline);
+        let start = JobStart::Foreground {
+            reply,
+            auto_background,
+        };
+        // On failure the reply port went with the Job's arguments: its caller
+        // sees the call end (`actor_gone`).
+        let _ = self.start_job(myself, job_id, plan, shell, start).await;
+    }
+
+    /// An explicit async run: a slot under both caps, a fresh shell with the
+    /// session's state, and an answer at once.
+    async fn start_async(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        job_id: JobId,
+        plan: RunPlan,
+    ) -> Result<BackgroundedRun> {
+        let slot = self
+            .args
+            .slots
+            .try_acquire()
+            .map_err(|limit| Error::JobLimitReached { limit })?;
+        let shell = self.isolated_shell(myself, &job_id).await?;
+        let started = BackgroundedRun {
+            job_id: job_id.clone(),
+            label: plan.label.clone(),
+            reason: BackgroundReason::Requested,
+            preview: String::new(),
+            timeout: plan.timeout.info,
+            text: background_text(job_id.as_str(), &plan.label, "", &plan.notices),
+        };
+        self.start_job(myself, job_id, plan, shell, JobStart::Background { slot })
+            .await
+            .map(|()| started)
+    }
+
+    async fn start_job(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        job_id: JobId,
+        plan: RunPlan,
+        shell: ActorRef<ShellMsg>,
+        start: JobStart,
+    ) -> Result<()> {
+        let config = &self.args.config;
+        let args = JobArgs {
+            job_id: job_id.clone(),
+            plan,
+            shell: shell.clone(),
+            start,
+            slots: self.args.slots.clone(),
+            notify: myself.get_derived(),
+            events: self.args.events.clone(),
+            output: config.output.clone(),
+            artifact_path: self.args.artifacts_dir.join(format!("{job_id}.log")),
+            retention: Duration::from_secs(config.jobs.retention_secs),
+            kill_grace: config.timeouts.kill_grace(),
+        };
+        match Actor::spawn_linked(None, Job, args, myself.get_cell()).await {
+            Ok((job, _)) => {
+                tracing::trace!(target: "shellvisor::stage", "session: job spawned");
+                self.job_ids.insert(job.get_id(), job_id.clone());
+                self.job_order.push_back(job_id.clone());
+                self.jobs.insert(
+                    job_id,
+                    JobEntry {
+                        actor: job,
+                        shell: Some(shell.get_id()),
+                    },
+                );
+                Ok(())
+            }
+            Err(err) => {
+                tracing::warn!(session = %self.args.id, %err, "could not start a job");
+                self.release_shell(myself, shell.get_id(), None).await;
+                Err(Error::Spawn {
+                    what: "job".to_owned(),
+                    message: err.to_string(),
+                })
+            }
+        }
+    }
+
+    /// Validates a request into a plan, in the reference tool's order: env
+    /// names, the async switch, cwd, timeout.
+    fn plan(&self, request: &RunRequest) -> Result<RunPlan> {
+        validate_env(&request.env)?;
+        validate_command(&request.command)?;
+        if request.run_async && !self.args.config.jobs.async_enabled {
+            return Err(Error::InvalidRequest {
+                message: ASYNC_DISABLED.to_owned(),
+            });
+        }
+        let cwd = request
+            .cwd
+            .as_deref()
+            .map(|cwd| resolve_cwd(cwd, &self.cwd, self.args.home.as_deref()))
+            .transpose()?;
+        let timeout = resolve_timeout(request.timeout, &self.args.config.timeouts);
+        let mut notices = Vec::new();
+        notices.extend(timeout.notice.clone());
+        if request.pty {
+            notices.push(PTY_UNAVAILABLE_NOTICE.to_owned());
+        }
+        Ok(RunPlan {
+            label: job_label(&request.command),
+            command: request.command.clone(),
+            cwd,
+            env: request
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            timeout,
+            notices,
+        })
+    }
+
+    /// Sends a request to one of this session's jobs. A job of another
+    /// session, or an evicted one, is `job_not_found`.
+    pub(crate) fn forward<T>(
+        &self,
+        job_id: &JobId,
+        reply: RpcReplyPort<Result<T>>,
+        message: impl FnOnce(RpcReplyPort<Result<T>>) -> JobMsg,
+    ) {
+        match self.jobs.get(job_id) {
+            // If the job stops meanwhile, dropping the port tells the caller.
+            Some(job) => {
+                let _ = job.actor.cast(message(reply));
+            }
+            None => {
+                let _ = reply.send(Err(Error::JobNotFound {
+                    id: job_id.to_string(),
+                }));
+            }
+        }
+    }
+
+    /// Answers with every retained job's state, oldest first, without
+    /// holding the session up while the jobs answer.
+    pub(crate) fn list_jobs(&self, reply: RpcReplyPort<Vec<JobInfo>>) {
+        let actors: Vec<ActorRef<JobMsg>> = self
+            .job_order
+            .iter()
+            .filter_map(|id| self.jobs.get(id).map(|job| job.actor.clone()))
+            .collect();
+        tokio::spawn(async move {
+            let mut infos = Vec::with_capacity(actors.len());
+            for actor in actors {
+                if let Ok(CallResult::Success(Ok(info))) =
+                    actor.call(JobMsg::GetInfo, Some(JOB_ANSWER_DEADLINE)).await
+                {
+                    infos.push(info);
+                }
+            }
+            let _ = reply.send(infos);
+        });
+    }
+
+    pub(crate) async fn job_backgrounded(&mut self, myself: &ActorRef<SessionMsg>, job_id: &JobId) {
+        self.detach_primary(myself, job_id).await;
+    }
+
+    pub(crate) async fn job_finished(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        job_id: &JobId,
+        release: ShellRelease,
+        deliver: bool,
+    ) {
+        let Some(shell_id) = self.jobs.get_mut(job_id).and_then(|job| job.shell.take()) else {
+            return;
+        };
+        self.release_shell(myself, shell_id, Some(release)).await;
+        self.finished.push_back(job_id.clone());
+        self.evict_old_jobs();
+        if deliver {
+            self.completions.push_back(job_id.clone());
+            self.serve_completions().await;
+        }
+    }
+
+    /// Hands finished background jobs' results to callers waiting for the
+    /// next completion. Each result goes out once: the job itself records the
+    /// delivery (a claim), so a wait that took it first wins.
+    pub(crate) async fn serve_completions(&mut self) {
+        loop {
+            self.completion_waiters.retain(|waiter| !waiter.is_closed());
+            if self.completion_waiters.is_empty() {
+                return;
+            }
+            let Some(job_id) = self.completions.pop_front() else {
+                return;
+            };
+            let Some(actor) = self.jobs.get(&job_id).map(|job| job.actor.clone()) else {
+                continue;
+            };
+            let Ok(CallResult::Success(Some(mut result))) =
+                actor.call(JobMsg::Claim, Some(JOB_ANSWER_DEADLINE)).await
+            else {
+                continue;
+            };
+            loop {
+                let Some(waiter) = self.completion_waiters.pop_front() else {
+                    // Everyone left meanwhile: the result is undelivered again.
+                    let _ = actor.cast(JobMsg::Unclaim);
+                    self.completions.push_front(job_id);
+                    return;
+                };
+                match waiter.send(result) {
+                    Ok(()) => break,
+                    Err(MessagingErr::SendErr(unsent)) => result = unsent,
+                    Err(_) => {
+                        let _ = actor.cast(JobMsg::Unclaim);
+                        self.completions.push_front(job_id);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn evict_old_jobs(&mut self) {
+        let max = self.args.config.jobs.max_retained_per_session;
+        while self.finished.len() > max {
+            if let Some(old) = self.finished.pop_front()
+                && let Some(job) = self.jobs.get(&old)
+            {
+                job.actor
+                    .stop(Some("evicted: too many finished jobs retained".to_owned()));
+            }
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! Background jobs: explicit async runs, the auto-background timer, the
+//! running-job cap, exactly-once delivery, and the job API.
+
+use std::time::Duration;
+use std::time::Instant;
+
+use shellvisor::BackgroundReason;
+use shellvisor::Config;
+use shellvisor::ErrorCode;
+use shellvisor::JobState;
+use shellvisor::RunOutcome;
+use shellvisor::RunRequest;
+use shellvisor::Session;
+
+use crate::support::TestRuntime;
+use crate::support::run;
+
+fn auto_background(after_secs: u64) -> Config {
+    let mut config = Config::default();
+    config.jobs.auto_background = true;
+    config.jobs.auto_background_secs = after_secs;
+    config
+}
+
+async fn outcome(session: &Session, request: RunRequest) -> RunOutcome {
+    tokio::time::timeout(Duration::from_secs(30), session.run(request))
+        .await
+        .expect("answered in time")
+        .expect("accepted")
+}
+
+async fn next_completion(session: &Session, within: Duration) -> Option<shellvisor::RunResult> {
+    tokio::time::timeout(within, session.next_completion())
+        .await
+        .ok()
+        .map(|result| result.expect("completion"))
+}
+
+#[tokio::test]
+async fn explicit_async_answers_at_once_and_completes_with_its_output() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("async").await;
+    let started = Instant::now();
+    let job = outcome(
+        &session,
+        RunRequest::new("sleep 2; echo done").run_async(true),
+    )
+    .await
+    .backgrounded()
+    .expect("a background job");
+    let answered_in = started.elapsed();
+    println!("async start answered in {answered_in:?}");
+    assert!(answered_in < Duration::from_millis(500), "{answered_in:?}");
+    assert_eq!(job.reason, BackgroundReason::Requested);
+    assert_eq!(
+        job.text,
+        format!(
+            "Background job {} started: sleep 2; echo done\nResult will be delivered automatically when complete.\nYou can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking.",
+            job.job_id
+        )
+    );
+    assert_eq!(session.running_jobs(), 1);
+    // The session is free meanwhile.
+    assert_eq!(run(&session, "echo meanwhile").await.output, "meanwhile\n");
+
+    let done = next_completion(&session, Duration::from_secs(10))
+        .await
+        .expect("a completion");
+    assert_eq!(done.job_id, job.job_id);
+    assert_eq!(done.output, "done\n");
+    assert_eq!(done.exit_code, Some(0));
+    assert_eq!(session.running_jobs(), 0);
+    assert!(
+        next_completion(&session, Duration::from_millis(300))
+            .await
+            .is_none(),
+        "delivered twice"
+    );
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn auto_background_answers_with_a_preview_and_delivers_once() {
+    let rt = TestRuntime::with_config(auto_background(1)).await;
+    let session = rt.session("auto").await;
+    let started = Instant::now();
+    let job = outcome(&session, RunRequest::new("echo early; sleep 3; echo x"))
+        .await
+        .backgrounded()
+        .expect("backgrounded by the timer");
+    assert!(started.elapsed() < Duration::from_millis(2500));
+    assert_eq!(job.reason, BackgroundReason::Timer);
+    assert_eq!(job.preview, "early\n");
+    assert!(
+        job.text.starts_with("early\n\nBackground job "),
+        "{}",
+        job.text
+    );
+
+    let done = next_completion(&session, Duration::from_secs(10))
+        .await
+        .expect("a completion");
+    assert_eq!(done.job_id, job.job_id);
+    assert_eq!(done.output, "early\nx\n");
+    assert!(
+        next_completion(&session, Duration::from_millis(500))
+            .await
+            .is_none(),
+        "delivered twice"
+    );
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_run_that_beats_its_timer_answers_inline_and_is_not_delivered_again() {
+    let rt = TestRuntime::with_config(auto_background(1)).await;
+    let session = rt.session("quick").await;
+    let result = outcome(&session, RunRequest::new("sleep 0.2; echo quick"))
+        .await
+        .completed()
+        .expect("inline");
+    assert_eq!(result.output, "quick\n");
+    // Past the timer: a stale timer message must do nothing.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(
+        next_completion(&session, Duration::from_millis(300))
+            .await
+            .is_none()
+    );
+    assert_eq!(
+        run(&session, "echo still fine").await.output,
+        "still fine\n"
+    );
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_cap_refuses_async_with_the_reference_message_and_keeps_foreground_runs_in_front() {
+    let mut config = auto_background(0);
+    config.jobs.max_running_per_session = 2;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("cap").await;
+    for _ in 0..2 {
+        outcome(&session, RunRequest::new("sleep 30").run_async(true))
+            .await
+            .backgrounded()
+            .unwrap();
+    }
+    let err = session
+        .run(RunRequest::new("sleep 30").run_async(true))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::JobLimitReached);
+    assert_eq!(
+        err.to_string(),
+        "Background job limit reached (2). Wait for running jobs to finish or cancel one."
+    );
+    // With the timer at 0 a foreground run would background at once; at the
+    // cap it stays in the foreground instead.
+    let result = outcome(&session, RunRequest::new("sleep 0.3; echo in front"))
+        .await
+        .completed()
+        .expect("foreground");
+    assert_eq!(result.output, "in front\n");
+    assert_eq!(session.running_jobs(), 2);
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_backgrounded_run_leaves_the_session_a_fresh_shell_with_its_state() {
+    let rt = TestRuntime::with_config(auto_background(1)).await;
+    let session = rt.session("fresh").await;
+    let dir = tempfile::tempdir().unwrap();
+    let dir_path = dir.path().canonicalize().unwrap();
+    run(
+        &session,
+        &format!("cd '{}' && export KEPT=yes", dir_path.display()),
+    )
+    .await;
+    let job = outcome(&session, RunRequest::new("sleep 5; echo slow"))
+        .await
+        .backgrounded()
+        .unwrap();
+    let started = Instant::now();
+    let next = run(&session, "echo \"$KEPT $PWD\"").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the next call waited for the background job"
+    );
+    assert_eq!(next.output, format!("yes {}\n", dir_path.display()));
+    assert!(!next.shell_restarted);
+    session.kill(&job.job_id).await.unwrap();
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn servers_started_with_ampersand_outlive_their_job_until_the_session_closes() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("server").await;
+    let job = outcome(
+        &session,
+        RunRequest::new("python3 -m http.server 0 --bind 127.0.0.1 >/dev/null 2>&1 & echo started")
+            .run_async(true),
+    )
+    .await
+    .backgrounded()
+    .unwrap();
+    let done = session
+        .wait(&job.job_id, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("finished");
+    assert_eq!(done.output, "started\n");
+    // The job is over, its server is not.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let servers = || {
+        rt.live_processes()
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains("http.server"))
+            .count()
+    };
+    assert_eq!(servers(), 1, "{:?}", rt.live_processes());
+    rt.runtime.close_session("server").await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while servers() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "server outlived its session: {:?}",
+            rt.live_processes()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn another_sessions_jobs_look_exactly_like_unknown_ones() {
+    let rt = TestRuntime::start().await;
+    let owner = rt.session("owner").await;
+    let other = rt.session("other").await;
+    let job = outcome(&owner, RunRequest::new("sleep 30").run_async(true))
+        .await
+        .backgrounded()
+        .unwrap();
+    let unknown = shellvisor::JobId::new("job_aaaaaaaaaaaaaaaaaaaaaaaaaa");
+    for id in [&job.job_id, &unknown] {
+        let errors = [
+            other.job(id).await.unwrap_err(),
+            other
+                .wait(id, Duration::from_millis(100))
+                .await
+                .unwrap_err(),
+            other.kill(id).await.unwrap_err(),
+            other.read_output(id, 0, 10).await.unwrap_err(),
+        ];
+        for err in errors {
+            assert_eq!(err.code(), ErrorCode::JobNotFound);
+            assert_eq!(err.to_string(), format!("job not found: {id}"));
+        }
+    }
+    assert!(other.jobs().await.unwrap().is_empty());
+    // It is still running for its owner.
+    assert_eq!(
+        owner.job(&job.job_id).await.unwrap().state,
+        JobState::Running
+    );
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_thousand_start_kill_cycles_leave_no_slot_taken() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("cycles").await;
+    let started = Instant::now();
+    for _ in 0..1000 {
+        let job = outcome(&session, RunRequest::new("sleep 100").run_async(true))
+            .await
+            .backgrounded()
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), session.kill(&job.job_id))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    println!("1000 start/kill cycles in {:?}", started.elapsed());
+    assert_eq!(session.running_jobs(), 0);
+    assert_eq!(rt.runtime.running_jobs(), 0);
+    rt.assert_no_sleepers_within(Duration::from_secs(5)).await;
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn waits_list_and_kill() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("api").await;
+    let job = outcome(
+        &session,
+        RunRequest::new("echo begin; sleep 1; echo end; exit 4").run_async(true),
+    )
+    .await
+    .backgrounded()
+    .unwrap();
+    assert_eq!(
+        session
+            .wait(&job.job_id, Duration::from_millis(100))
+            .await
+            .unwrap(),
+        None
+    );
+    let info = session.job(&job.job_id).await.unwrap();
+    assert_eq!(info.state, JobState::Running);
+    assert!(info.background);
+    let result = session
+        .wait(&job.job_id, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("finished");
+    assert_eq!(result.output, "begin\nend\n");
+    assert_eq!(result.exit_code, Some(4));
+    assert_eq!(
+        session.job(&job.job_id).await.unwrap().state,
+        JobState::Failed
+    );
+    // The wait took the result: the completion stream does not repeat it.
+    assert!(
+        next_completion(&session, Duration::from_millis(300))
+            .await
+            .is_none()
+    );
+
+    let killed = outcome(
+        &session,
+        RunRequest::new("echo running; sleep 100").run_async(true),
+    )
+    .await
+    .backgrounded()
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    session.kill(&killed.job_id).await.unwrap();
+    let result = next_completion(&session, Duration::from_secs(5))
+        .await
+        .expect("a killed job is delivered");
+    assert!(result.killed);
+    assert!(
+        result.text.starts_with("[Command cancelled]\nrunning\n"),
+        "{}",
+        result.text
+    );
+    let jobs = session.jobs().await.unwrap();
+    let states: Vec<_> = jobs.iter().map(|job| job.state).collect();
+    assert_eq!(states, vec![JobState::Failed, JobState::Killed]);
+    rt.runtime.shutdown().await;
+}
