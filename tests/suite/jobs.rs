@@ -351,3 +351,33 @@ async fn waits_list_and_kill() {
     assert_eq!(states, vec![JobState::Failed, JobState::Killed]);
     rt.runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn finished_jobs_are_evicted_after_retention_but_undelivered_results_wait() {
+    let mut config = Config::default();
+    config.jobs.retention_secs = 1;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("retention").await;
+    let inline = run(&session, "echo gone soon").await;
+    let background = outcome(
+        &session,
+        RunRequest::new("echo waiting for you").run_async(true),
+    )
+    .await
+    .backgrounded()
+    .unwrap();
+    assert_eq!(
+        session.job(&inline.job_id).await.unwrap().state,
+        JobState::Completed
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let err = session.job(&inline.job_id).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::JobNotFound);
+    // Past its retention, the undelivered background result is still there.
+    let done = next_completion(&session, Duration::from_secs(5))
+        .await
+        .expect("kept until delivered");
+    assert_eq!(done.job_id, background.job_id);
+    assert_eq!(done.output, "waiting for you\n");
+    rt.runtime.shutdown().await;
+}
