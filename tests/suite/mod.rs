@@ -4,6 +4,7 @@ mod jobs;
 mod output;
 mod overlap;
 mod persistence;
+mod policy;
 mod restart;
 mod timeouts;
 mod validation;

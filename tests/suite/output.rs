@@ -166,7 +166,11 @@ async fn large_output_is_shown_as_head_marker_tail_with_a_notice() {
         &result.output[..200]
     );
     let artifact = result.truncation.artifact.clone().unwrap();
-    assert!(result.text.contains(&"of 400000; ".to_string()));
+    assert!(
+        result.text.contains("of 400000 (50KB limit); "),
+        "{}",
+        &result.text[result.text.len() - 200..]
+    );
     assert!(
         result
             .text

@@ -132,6 +132,7 @@ pub struct JobState {
     delivered: bool,
     /// The retention timer; aborted with the state so it never outlives the job.
     evict_timer: Option<AbortTimer>,
+    inline_cap: usize,
     retention: Duration,
     kill_grace: Duration,
 }
@@ -163,7 +164,7 @@ impl Actor for Job {
             Sink,
             SinkArgs {
                 job_id: args.job_id.clone(),
-                config: args.output,
+                config: args.output.clone(),
                 artifact_path: args.artifact_path,
                 events: args.events.clone(),
             },
@@ -219,6 +220,7 @@ impl Actor for Job {
             result: None,
             delivered: false,
             evict_timer: None,
+            inline_cap: args.output.inline_bytes,
             retention: args.retention,
             kill_grace: args.kill_grace,
         };
@@ -450,8 +452,13 @@ impl JobState {
         self.auto_timer = None;
         self.watchdog = None;
         tracing::trace!(target: "shellvisor::stage", "job: finished received");
-        let (result, release) =
-            build_result(&self.job_id, &self.plan, outcome, self.started.elapsed());
+        let (result, release) = build_result(
+            &self.job_id,
+            &self.plan,
+            outcome,
+            self.started.elapsed(),
+            self.inline_cap,
+        );
         let result = Box::new(result);
         // Waiters first: a wait that takes the result is its delivery, so the
         // completion stream must not get it too.

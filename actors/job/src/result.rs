@@ -19,6 +19,7 @@ pub(crate) fn build_result(
     plan: &RunPlan,
     outcome: ExecOutcome,
     wall_time: Duration,
+    inline_cap: usize,
 ) -> (RunResult, ShellRelease) {
     let mut notices = plan.notices.clone();
     let mut timed_out = false;
@@ -92,6 +93,7 @@ pub(crate) fn build_result(
             (None, Some(error)) => Err(error.as_str()),
             (None, None) => Err("not saved"),
         },
+        inline_cap,
     );
     let timed_out_after_secs = timed_out.then(|| plan.timeout.info.effective_secs.unwrap_or(0));
     let text = result_text(&ResultTextParts {

@@ -20,6 +20,8 @@ use shellvisor_actor_job::JobNotice;
 use shellvisor_actor_job::JobSlots;
 use shellvisor_actor_shell::ShellMsg;
 use shellvisor_actor_shell::ShellNotice;
+use shellvisor_policy::Interceptor;
+use shellvisor_policy::UrlResolver;
 use shellvisor_process::EnvRecord;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::Spawner;
@@ -66,6 +68,10 @@ pub struct SessionArgs {
     pub events: broadcast::Sender<SessionEvent>,
     /// The running-job caps (this session's and the runtime's).
     pub slots: JobSlots,
+    /// The interceptor, when it is enabled.
+    pub interceptor: Option<Arc<Interceptor>>,
+    /// The host's resolvers for internal URL schemes.
+    pub resolvers: Arc<Vec<Arc<dyn UrlResolver>>>,
 }
 
 /// A Session's state.

@@ -16,8 +16,13 @@ use shellvisor_actor_job::ShellRelease;
 use shellvisor_actor_shell::ShellMsg;
 use shellvisor_output::background_text;
 use shellvisor_output::job_label;
+use shellvisor_policy::INTERNAL_SCHEMES;
+use shellvisor_policy::UrlContext;
+use shellvisor_policy::UrlTarget;
+use shellvisor_policy::expand_internal_urls;
 use shellvisor_policy::resolve_cwd;
 use shellvisor_policy::resolve_timeout;
+use shellvisor_policy::rewrite_leading_cd;
 use shellvisor_policy::validate_command;
 use shellvisor_policy::validate_env;
 use shellvisor_protocol::BackgroundReason;
@@ -39,6 +44,8 @@ const PTY_UNAVAILABLE_NOTICE: &str =
 /// The reference tool's refusal of `async` when it is turned off.
 const ASYNC_DISABLED: &str =
     "Async bash execution is disabled. Enable async.enabled to use async mode.";
+/// The `local://` root's directory inside the session's artifacts directory.
+const LOCAL_DIR: &str = "local";
 /// How long a job may take to answer the session.
 const JOB_ANSWER_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -161,20 +168,63 @@ impl SessionState {
         }
     }
 
-    /// Validates a request into a plan, in the reference tool's order: env
-    /// names, the async switch, cwd, timeout.
+    /// Validates and shapes a request into a plan, in the reference tool's
+    /// order: env names, the leading `cd` rewrite, the async switch, the
+    /// interceptor, internal URLs (command, env values, cwd), cwd, timeout.
     fn plan(&self, request: &RunRequest) -> Result<RunPlan> {
         validate_env(&request.env)?;
         validate_command(&request.command)?;
+        let policy = &self.args.config.policy;
+        let mut command = request.command.clone();
+        let mut cwd = request.cwd.clone();
+        let mut stripped = None;
+        if cwd.is_none()
+            && policy.cd_rewrite
+            && let Some((dir, rest)) = rewrite_leading_cd(&command)
+        {
+            cwd = Some(dir);
+            stripped = Some(rest.clone());
+            command = rest;
+        }
         if request.run_async && !self.args.config.jobs.async_enabled {
             return Err(Error::InvalidRequest {
                 message: ASYNC_DISABLED.to_owned(),
             });
         }
-        let cwd = request
-            .cwd
-            .as_deref()
-            .map(|cwd| resolve_cwd(cwd, &self.cwd, self.args.home.as_deref()))
+        if let Some(interceptor) = &self.args.interceptor {
+            interceptor.check(
+                &request.command,
+                stripped.as_deref(),
+                &policy.interceptor.tools,
+            )?;
+        }
+        let local_root = self.args.artifacts_dir.join(LOCAL_DIR);
+        let urls = UrlContext {
+            local_root: &local_root,
+            artifacts_dir: &self.args.artifacts_dir,
+            resolvers: &self.args.resolvers,
+        };
+        let command = expand_internal_urls(&command, &urls, UrlTarget::Command);
+        let env = request
+            .env
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.clone(),
+                    expand_internal_urls(value, &urls, UrlTarget::EnvValue),
+                )
+            })
+            .collect();
+        let cwd = cwd
+            .map(|cwd| {
+                let expanded = if cwd.contains("://") || cwd.contains("local:/") {
+                    expand_internal_urls(&cwd, &urls, UrlTarget::Cwd)
+                } else {
+                    cwd
+                };
+                unresolved_scheme(&expanded)?;
+                resolve_cwd(&expanded, &self.cwd, self.args.home.as_deref())
+            })
             .transpose()?;
         let timeout = resolve_timeout(request.timeout, &self.args.config.timeouts);
         let mut notices = Vec::new();
@@ -184,13 +234,9 @@ impl SessionState {
         }
         Ok(RunPlan {
             label: job_label(&request.command),
-            command: request.command.clone(),
+            command,
             cwd,
-            env: request
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            env,
             timeout,
             notices,
         })
@@ -312,4 +358,21 @@ impl SessionState {
             }
         }
     }
+}
+
+/// A cwd that still names an internal scheme after expansion could not be
+/// resolved; the reference tool refuses it with this message.
+fn unresolved_scheme(cwd: &str) -> Result<()> {
+    for scheme in INTERNAL_SCHEMES {
+        if cwd.starts_with(&format!("{scheme}://"))
+            || (scheme == "local" && cwd.starts_with("local:/"))
+        {
+            return Err(Error::InvalidRequest {
+                message: format!(
+                    "Path \"{cwd}\" uses internal scheme \"{scheme}\" and must be resolved through the proper protocol handler, not as a filesystem path."
+                ),
+            });
+        }
+    }
+    Ok(())
 }

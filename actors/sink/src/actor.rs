@@ -121,8 +121,13 @@ impl Actor for Sink {
 
 impl SinkState {
     fn store(&mut self, chunk: &[u8]) {
+        // Output longer than the inline cap is shown truncated, so its full
+        // bytes must be readable: open the artifact then, or before any byte
+        // would leave memory.
+        let over_cap =
+            self.buffer.total_bytes() + chunk.len() as u64 > self.config.inline_bytes as u64;
         if let Artifact::NotOpened(path) = &self.artifact
-            && self.buffer.would_drop(chunk.len())
+            && (over_cap || self.buffer.would_drop(chunk.len()))
         {
             let path = path.clone();
             let tail = self.buffer.tail_vec();
@@ -174,6 +179,7 @@ impl SinkState {
             self.buffer.tail_offset(),
             self.buffer.newlines(),
             self.config.max_columns,
+            self.config.inline_bytes,
         );
         let (artifact, spill_error) = match &self.artifact {
             Artifact::NotOpened(_) => (None, None),

@@ -15,6 +15,8 @@ use ractor::SupervisionEvent;
 use shellvisor_actor_job::JobSlots;
 use shellvisor_actor_session::Session;
 use shellvisor_actor_session::SessionArgs;
+use shellvisor_policy::Interceptor;
+use shellvisor_policy::UrlResolver;
 use shellvisor_process::PrivateDir;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::Spawner;
@@ -58,6 +60,10 @@ pub struct SupervisorArgs {
     /// Running background jobs in the whole runtime (the runtime-wide cap
     /// counts against it).
     pub running_jobs: Arc<AtomicUsize>,
+    /// The interceptor, when it is enabled.
+    pub interceptor: Option<Arc<Interceptor>>,
+    /// The host's resolvers for internal URL schemes.
+    pub resolvers: Arc<Vec<Arc<dyn UrlResolver>>>,
 }
 
 /// The root supervisor's state.
@@ -205,6 +211,8 @@ impl SupervisorState {
             initial_cwd: self.args.initial_cwd.clone(),
             events: events.clone(),
             slots: slots.clone(),
+            interceptor: self.args.interceptor.clone(),
+            resolvers: Arc::clone(&self.args.resolvers),
         };
         let (actor, _) = Actor::spawn_linked(None, Session, args, myself.get_cell())
             .await

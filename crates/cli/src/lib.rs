@@ -3,6 +3,7 @@
 //! - `shellvisor run [--session ID] [--timeout S] [--cwd DIR] -- COMMAND`:
 //!   runs one command under the runtime, streams its output live to the
 //!   terminal and exits with its exit code (124 when its deadline fired).
+//! - `shellvisor config`: prints the configuration in effect as TOML.
 //!
 //! stdout carries only the command's output (the protocol, for the server
 //! modes); logs go to stderr, filtered by `SHELLVISOR_LOG` (default `warn`).
@@ -38,6 +39,8 @@ pub struct Cli {
 pub enum Command {
     /// Run one command, stream its output, exit with its exit code.
     Run(run::RunArgs),
+    /// Print the configuration in effect (the defaults, or `--config` applied), as TOML.
+    Config,
 }
 
 /// Parses `args` and runs the command; returns the process exit code.
@@ -52,6 +55,13 @@ where
     let cli = Cli::parse_from(args);
     init_logging();
     let config = config::load(cli.config.as_deref())?;
+    if let Command::Config = cli.command {
+        print!(
+            "{}",
+            toml::to_string(&config).context("printing the configuration")?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -59,6 +69,7 @@ where
     runtime.block_on(async move {
         match cli.command {
             Command::Run(args) => run::run(config, args).await,
+            Command::Config => Ok(ExitCode::SUCCESS),
         }
     })
 }

@@ -31,56 +31,78 @@ impl RenderedOutput {
         self.elided_bytes > 0
     }
 
-    /// The notice pointing at the full output, for a truncated rendering:
-    /// `[Showing lines 1-H and T-Z of Z; N middle lines (S) elided. Read artifact://<id> for full output]`.
-    /// `artifact` is the artifact id, or `Err(reason)` when it could not be written.
-    pub fn truncation_notice(&self, artifact: Result<&str, &str>) -> Option<String> {
+    /// The notice pointing at the full output, for a truncated rendering, in
+    /// the reference tool's words:
+    /// `[Showing lines 1-H and T-Z of Z (50KB limit); N middle lines (S) elided. Read artifact://<id> for full output]`,
+    /// or `[Showing lines T-Z of Z (50KB limit). Read artifact://<id> for full output]`
+    /// when no head is shown. `artifact` is the artifact id, or `Err(reason)`
+    /// when it could not be written; `inline_cap` is the cap in bytes.
+    pub fn truncation_notice(
+        &self,
+        artifact: Result<&str, &str>,
+        inline_cap: usize,
+    ) -> Option<String> {
         if !self.truncated() {
             return None;
         }
         let tail_lines = self.shown_lines - self.head_lines;
         let first_tail_line = self.total_lines.saturating_sub(tail_lines) + 1;
+        let last = self.total_lines;
+        let limit = format_size(inline_cap as u64);
         let pointer = match artifact {
             Ok(id) => format!("Read artifact://{id} for full output"),
             Err(reason) => format!("Full output unavailable: {reason}"),
         };
-        Some(format!(
-            "[Showing lines 1-{} and {}-{} of {}; {} middle lines ({}) elided. {pointer}]",
-            self.head_lines,
-            first_tail_line,
-            self.total_lines,
-            self.total_lines,
-            self.elided_lines,
-            format_size(self.elided_bytes),
-        ))
+        Some(if self.head_lines == 0 {
+            format!("[Showing lines {first_tail_line}-{last} of {last} ({limit} limit). {pointer}]")
+        } else {
+            format!(
+                "[Showing lines 1-{} and {first_tail_line}-{last} of {last} ({limit} limit); {} middle lines ({}) elided. {pointer}]",
+                self.head_lines,
+                self.elided_lines,
+                format_size(self.elided_bytes),
+            )
+        })
     }
 }
 
 /// Renders raw output held as a head (stream bytes `0..head.len()`) and a tail
-/// (stream bytes from `tail_offset`). When they meet, the whole output is
-/// shown. Otherwise the head is cut back to its last line break, the tail starts
-/// at its first line break, and the middle becomes `[…<N>ln elided…]` (or
-/// `[…<B>B elided…]` when at most one line is left out).
+/// (stream bytes from `tail_offset`). Output of at most `inline_cap` bytes is
+/// shown whole. Longer output shows its first lines (at most 60% of the cap,
+/// and no more than the head holds) and its last lines (at most 25% of the
+/// cap), each cut at a line boundary, with `[…<N>ln elided…]` (or
+/// `[…<B>B elided…]` when at most one line is left out) between them: the
+/// reference tool's final inline cap.
 pub fn render_output(
     head: &[u8],
     tail: &[u8],
     tail_offset: u64,
     total_newlines: u64,
     max_columns: usize,
+    inline_cap: usize,
 ) -> RenderedOutput {
     let total = tail_offset + tail.len() as u64;
+    let contiguous = tail_offset <= head.len() as u64;
     let ends_unterminated = match (tail.last(), head.last()) {
         (Some(b), _) => *b != b'\n',
-        (None, Some(b)) if tail_offset == head.len() as u64 => *b != b'\n',
+        (None, Some(b)) if contiguous => *b != b'\n',
         _ => false,
     };
     let total_lines = total_newlines + u64::from(ends_unterminated);
-    if tail_offset <= head.len() as u64 {
-        let mut bytes = head.to_vec();
+    // The bytes available to show: the whole stream when it is in memory.
+    let joined;
+    let (head, tail, tail_offset) = if contiguous {
+        let mut all = head.to_vec();
         let overlap = (head.len() as u64 - tail_offset) as usize;
-        bytes.extend_from_slice(tail.get(overlap..).unwrap_or_default());
+        all.extend_from_slice(tail.get(overlap..).unwrap_or_default());
+        joined = all;
+        (&joined[..], &joined[..], 0u64)
+    } else {
+        (head, tail, tail_offset)
+    };
+    if contiguous && total <= inline_cap as u64 {
         return RenderedOutput {
-            body: sanitize(&bytes, max_columns),
+            body: sanitize(head, max_columns),
             shown_bytes: total,
             shown_lines: total_lines,
             head_lines: total_lines,
@@ -90,6 +112,10 @@ pub fn render_output(
             total_lines,
         };
     }
+    let head = &head[..head.len().min(inline_cap * 6 / 10)];
+    let tail_keep = tail.len().min(inline_cap / 4);
+    let tail_offset = tail_offset + (tail.len() - tail_keep) as u64;
+    let tail = &tail[tail.len() - tail_keep..];
     let head_cut = match memchr::memrchr(b'\n', head) {
         Some(pos) => pos + 1,
         None => head.len(),
@@ -267,6 +293,7 @@ mod tests {
             buf.tail_offset(),
             buf.newlines(),
             768,
+            40,
         )
     }
 
@@ -281,7 +308,7 @@ mod tests {
             (3, 3, 0)
         );
         assert!(!out.truncated());
-        assert_eq!(out.truncation_notice(Ok("job_x")), None);
+        assert_eq!(out.truncation_notice(Ok("job_x"), 40), None);
     }
 
     #[test]
@@ -299,9 +326,9 @@ mod tests {
         assert_eq!(out.elided_lines, 93);
         assert!(out.body.contains("[…93ln elided…]"));
         assert_eq!(
-            out.truncation_notice(Ok("job_x")).unwrap(),
+            out.truncation_notice(Ok("job_x"), 51200).unwrap(),
             format!(
-                "[Showing lines 1-5 and 99-100 of 100; 93 middle lines ({}B) elided. Read artifact://job_x for full output]",
+                "[Showing lines 1-5 and 99-100 of 100 (50KB limit); 93 middle lines ({}B) elided. Read artifact://job_x for full output]",
                 out.elided_bytes
             )
         );
@@ -337,6 +364,74 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\n\nBackground job job_2 started: make\n"));
+    }
+
+    #[test]
+    fn the_inline_cap_keeps_60_percent_head_and_25_percent_tail_at_line_boundaries() {
+        let text: String = (0..10_000).map(|i| format!("line {i:05}\n")).collect();
+        let mut buf = HeadTail::new(20 * 1024, 50 * 1024);
+        buf.push(text.as_bytes());
+        let out = render_output(
+            buf.head(),
+            &buf.tail_vec(),
+            buf.tail_offset(),
+            buf.newlines(),
+            768,
+            51200,
+        );
+        let (head, rest) = out.body.split_once("[…").unwrap();
+        let tail = rest.split_once("…]\n").unwrap().1;
+        // The head buffer (20 KiB) is less than 60% of the cap; the tail is 25%.
+        assert!(
+            head.len() <= 20 * 1024 && head.len() > 20 * 1024 - 11,
+            "{}",
+            head.len()
+        );
+        assert!(
+            tail.len() <= 12_800 && tail.len() > 12_800 - 11,
+            "{}",
+            tail.len()
+        );
+        assert!(head.ends_with('\n') && tail.ends_with("line 09999\n"));
+        assert!(tail.starts_with("line "), "cut at a line boundary");
+        assert_eq!(out.shown_lines + out.elided_lines, 10_000);
+
+        // In memory but over the cap: still capped, from the whole stream.
+        let small: String = (0..6_000).map(|i| format!("{i:07}\n")).collect();
+        let mut buf = HeadTail::new(64 * 1024, 64 * 1024);
+        buf.push(small.as_bytes());
+        assert!(buf.is_complete());
+        let out = render_output(
+            buf.head(),
+            &buf.tail_vec(),
+            buf.tail_offset(),
+            buf.newlines(),
+            768,
+            10_000,
+        );
+        assert!(out.truncated());
+        assert!(out.body.starts_with("0000000\n"));
+        assert!(out.body.ends_with("0005999\n"));
+        assert!(out.body.len() < 10_000);
+        assert_eq!(out.shown_lines + out.elided_lines, 6_000);
+    }
+
+    #[test]
+    fn a_tail_only_rendering_uses_the_reference_short_notice() {
+        let out = RenderedOutput {
+            body: String::new(),
+            shown_bytes: 10,
+            shown_lines: 393,
+            head_lines: 0,
+            tail_offset: 90,
+            elided_bytes: 90,
+            elided_lines: 811,
+            total_lines: 1204,
+        };
+        assert_eq!(
+            out.truncation_notice(Ok("job_1"), 51200).unwrap(),
+            "[Showing lines 812-1204 of 1204 (50KB limit). Read artifact://job_1 for full output]"
+        );
     }
 
     #[test]

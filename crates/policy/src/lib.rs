@@ -17,11 +17,18 @@
 //!
 //! [`RunRequest`]: shellvisor_protocol::RunRequest
 
+mod beneath;
+mod cd_rewrite;
 mod cwd;
 mod env;
 mod env_effect;
+mod interceptor;
 mod timeout;
+mod urls;
 
+pub use beneath::BeneathError;
+pub use beneath::resolve_beneath;
+pub use cd_rewrite::rewrite_leading_cd;
 pub use cwd::resolve_cwd;
 pub use env::NON_INTERACTIVE_ENV;
 pub use env::base_env;
@@ -31,5 +38,14 @@ pub use env::validate_command;
 pub use env::validate_env;
 pub use env_effect::ShellTraits;
 pub use env_effect::may_change_environment;
+pub use interceptor::Interceptor;
+pub use interceptor::default_intercept_rules;
 pub use timeout::TimeoutDecision;
 pub use timeout::resolve_timeout;
+pub use urls::INTERNAL_SCHEMES;
+pub use urls::SkillResolver;
+pub use urls::UrlContext;
+pub use urls::UrlResolver;
+pub use urls::UrlTarget;
+pub use urls::expand_internal_urls;
+pub use urls::resolve_internal_url;

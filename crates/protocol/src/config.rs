@@ -22,6 +22,8 @@ pub struct Config {
     pub output: OutputConfig,
     /// Shell restart budget.
     pub restart: RestartConfig,
+    /// Request policy: the leading `cd` rewrite and the interceptor.
+    pub policy: PolicyConfig,
     /// Job retention.
     pub jobs: JobsConfig,
     /// Directory for the runtime's private files (command scripts, FIFOs).
@@ -117,6 +119,11 @@ pub struct OutputConfig {
     pub stream_throttle_ms: u64,
     /// Largest single streamed output event, in bytes.
     pub stream_max_event_bytes: usize,
+    /// The final cap on the output shown to a model, in bytes (the reference's
+    /// 50 KB). Longer output shows its first lines (up to 60% of the cap) and
+    /// its last lines (up to 25%), cut at line boundaries, and points at the
+    /// artifact that holds all of it.
+    pub inline_bytes: usize,
 }
 
 impl Default for OutputConfig {
@@ -127,8 +134,61 @@ impl Default for OutputConfig {
             max_columns: 768,
             stream_throttle_ms: 50,
             stream_max_event_bytes: 64 * 1024,
+            inline_bytes: 50 * 1024,
         }
     }
+}
+
+/// Request policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Turn a leading `cd <dir> &&` into the call's `cwd` when none is given
+    /// (as the reference tool does).
+    pub cd_rewrite: bool,
+    /// Rules that steer an agent to a better tool.
+    pub interceptor: InterceptorConfig,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            cd_rewrite: true,
+            interceptor: InterceptorConfig::default(),
+        }
+    }
+}
+
+/// The interceptor: rules that refuse commands another tool of the host does
+/// better (`cat` -> `read`, `grep` -> `grep`, ...). A convenience for steering
+/// agents, **not a security boundary**: `command cat`, `\cat`, `/bin/cat`,
+/// `env cat` and many other spellings pass through.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InterceptorConfig {
+    /// Off by default, as in the reference tool.
+    pub enabled: bool,
+    /// The host's tools; a rule fires only when its `tool` is among them.
+    pub tools: Vec<String>,
+    /// The rules; `None` means the reference tool's seven defaults.
+    pub rules: Option<Vec<InterceptRule>>,
+}
+
+/// One interceptor rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterceptRule {
+    /// A regular expression (JavaScript-like, with look-around) matched
+    /// against the trimmed command.
+    pub pattern: String,
+    /// Flags: `i` (case-insensitive), `m` (multi-line), `s` (dot matches
+    /// newline); others are ignored.
+    #[serde(default)]
+    pub flags: String,
+    /// The host tool to use instead.
+    pub tool: String,
+    /// What to tell the agent.
+    pub message: String,
 }
 
 /// The shell restart budget: more than `max_restarts` failed starts within
@@ -243,5 +303,23 @@ mod tests {
         assert_eq!(config.timeouts.default_secs, 30);
         assert_eq!(config.timeouts.max_secs, 3600);
         assert!(toml::from_str::<Config>("[timeouts]\ndefault = 30\n").is_err());
+    }
+}
+
+#[cfg(test)]
+mod documented_defaults {
+    use super::*;
+
+    /// `docs/config.default.toml` is the documented default configuration: it
+    /// must parse to `Config::default()` and be exactly what it serializes to.
+    #[test]
+    fn the_documented_defaults_are_the_real_ones() {
+        let documented = include_str!("../../../docs/config.default.toml");
+        let parsed: Config = toml::from_str(documented).unwrap();
+        assert_eq!(parsed, Config::default());
+        let body = documented
+            .split_once("\n\n")
+            .map_or(documented, |(_, body)| body);
+        assert_eq!(body, toml::to_string(&Config::default()).unwrap());
     }
 }

@@ -30,6 +30,8 @@ pub enum ErrorCode {
     JobNotFound,
     /// The running-job cap is reached.
     JobLimitReached,
+    /// An interceptor rule refused the command (use the named tool instead).
+    Blocked,
     /// The requested output range is no longer available.
     OutputUnavailable,
     /// The runtime or session is shutting down.
@@ -53,6 +55,7 @@ impl ErrorCode {
             ErrorCode::SessionNotFound => "session_not_found",
             ErrorCode::JobNotFound => "job_not_found",
             ErrorCode::JobLimitReached => "job_limit_reached",
+            ErrorCode::Blocked => "blocked",
             ErrorCode::OutputUnavailable => "output_unavailable",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::ActorGone => "actor_gone",
@@ -130,6 +133,16 @@ pub enum Error {
         /// The id asked for.
         id: String,
     },
+    /// Returned by the interceptor (when enabled): another tool of the host
+    /// does this better. The same command is refused again; a different one
+    /// may pass.
+    #[error("Blocked: {message}\n\nOriginal command: {command}")]
+    Blocked {
+        /// The rule's message.
+        message: String,
+        /// The command as submitted.
+        command: String,
+    },
     /// Returned for an explicit async run when the session's or the
     /// runtime's running-job cap is reached. Retry after a job finishes.
     #[error(
@@ -179,6 +192,7 @@ impl Error {
             Error::SessionNotFound { .. } => ErrorCode::SessionNotFound,
             Error::JobNotFound { .. } => ErrorCode::JobNotFound,
             Error::JobLimitReached { .. } => ErrorCode::JobLimitReached,
+            Error::Blocked { .. } => ErrorCode::Blocked,
             Error::OutputUnavailable { .. } => ErrorCode::OutputUnavailable,
             Error::ShuttingDown => ErrorCode::ShuttingDown,
             Error::ActorGone { .. } => ErrorCode::ActorGone,

@@ -21,8 +21,11 @@ mod request;
 mod result;
 
 pub use config::Config;
+pub use config::InterceptRule;
+pub use config::InterceptorConfig;
 pub use config::JobsConfig;
 pub use config::OutputConfig;
+pub use config::PolicyConfig;
 pub use config::RestartConfig;
 pub use config::ShellConfig;
 pub use config::TimeoutConfig;

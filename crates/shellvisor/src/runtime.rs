@@ -14,7 +14,10 @@ use shellvisor_actor_supervisor::SessionEntry;
 use shellvisor_actor_supervisor::Supervisor;
 use shellvisor_actor_supervisor::SupervisorArgs;
 use shellvisor_actor_supervisor::SupervisorMsg;
+use shellvisor_policy::Interceptor;
+use shellvisor_policy::UrlResolver;
 use shellvisor_policy::base_env;
+use shellvisor_policy::default_intercept_rules;
 use shellvisor_process::PrivateDir;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::Spawner;
@@ -46,6 +49,34 @@ pub(crate) struct RuntimeInner {
     shut_down: AtomicBool,
 }
 
+/// Builds a [`Runtime`] with host extensions, such as resolvers for internal
+/// URL schemes (`skill://`, `plan://`, ...).
+#[derive(Debug)]
+pub struct RuntimeBuilder {
+    config: Config,
+    resolvers: Vec<Arc<dyn UrlResolver>>,
+}
+
+impl RuntimeBuilder {
+    /// Resolves `<scheme>://` URLs in commands, env values and cwds with
+    /// `resolver` (a later resolver for the same scheme wins).
+    #[must_use]
+    pub fn url_resolver(mut self, resolver: impl UrlResolver + 'static) -> Self {
+        self.resolvers
+            .retain(|existing| existing.scheme() != resolver.scheme());
+        self.resolvers.push(Arc::new(resolver));
+        self
+    }
+
+    /// Starts the runtime (see [`Runtime::start`]).
+    ///
+    /// # Errors
+    /// See [`Runtime::start`].
+    pub async fn start(self) -> Result<Runtime> {
+        Runtime::start_with(self.config, self.resolvers).await
+    }
+}
+
 impl Runtime {
     /// Starts a runtime: its private directory, its spawner thread and its
     /// supervisor. Must be called inside a tokio runtime (multi-threaded or not).
@@ -54,6 +85,18 @@ impl Runtime {
     /// When the runtime directory, the spawner thread or the supervisor cannot
     /// be created.
     pub async fn start(config: Config) -> Result<Runtime> {
+        Self::start_with(config, Vec::new()).await
+    }
+
+    /// A builder for a runtime with host extensions.
+    pub fn builder(config: Config) -> RuntimeBuilder {
+        RuntimeBuilder {
+            config,
+            resolvers: Vec::new(),
+        }
+    }
+
+    async fn start_with(config: Config, resolvers: Vec<Arc<dyn UrlResolver>>) -> Result<Runtime> {
         let runtime_dir = match &config.runtime_dir {
             Some(parent) => {
                 std::fs::create_dir_all(parent)
@@ -90,6 +133,14 @@ impl Runtime {
             .unwrap_or_else(|| PathBuf::from("/"));
         let config = Arc::new(config);
         let running_jobs = Arc::new(AtomicUsize::new(0));
+        let interceptor_config = &config.policy.interceptor;
+        let interceptor = interceptor_config.enabled.then(|| {
+            let rules = interceptor_config
+                .rules
+                .clone()
+                .unwrap_or_else(default_intercept_rules);
+            Arc::new(Interceptor::new(&rules))
+        });
         let args = SupervisorArgs {
             config: Arc::clone(&config),
             spawner: Arc::clone(&spawner),
@@ -104,6 +155,8 @@ impl Runtime {
             home: std::env::var_os("HOME").map(PathBuf::from),
             initial_cwd,
             running_jobs: Arc::clone(&running_jobs),
+            interceptor,
+            resolvers: Arc::new(resolvers),
         };
         let (root, _) = Actor::spawn(None, Supervisor, args)
             .await

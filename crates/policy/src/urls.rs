@@ -1,0 +1,437 @@
+//! Internal URLs in commands, env values and cwd.
+//!
+//! An agent may write `local://notes.md` (a per-session scratch directory),
+//! `artifact://<job id>` (a job's saved output) or a host scheme such as
+//! `skill://name/file` (through a [`UrlResolver`] the host provides). Before a
+//! command runs they are replaced by filesystem paths: shell-quoted in the
+//! command, raw in env values and cwd. A URL is a token: bare (it ends at
+//! whitespace, a quote, `)`, a backtick or `\`) or a whole quoted string
+//! (`'local://a b'`). A URL inside a larger quoted string is left alone, and so
+//! is one that does not resolve (as in the reference tool).
+
+use std::fmt;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::beneath::BeneathError;
+use crate::beneath::percent_decode;
+use crate::beneath::resolve_beneath;
+
+/// The schemes the reference tool recognises.
+pub const INTERNAL_SCHEMES: [&str; 7] = [
+    "skill", "agent", "artifact", "plan", "memory", "rule", "local",
+];
+
+/// Resolves a host-defined internal URL scheme to a filesystem path.
+pub trait UrlResolver: Send + Sync + fmt::Debug {
+    /// The scheme, without `://` (for example `skill`).
+    fn scheme(&self) -> &str;
+
+    /// The path `url` (the whole `scheme://...` text) stands for.
+    ///
+    /// # Errors
+    /// A message saying why it cannot be resolved (the URL is then left as
+    /// written).
+    fn resolve(&self, url: &str) -> Result<PathBuf, String>;
+}
+
+/// Where URLs are expanded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UrlTarget {
+    /// In command text: paths are single-quoted; `local://` parents are created.
+    Command,
+    /// In an env value: raw paths; `local://` parents are created.
+    EnvValue,
+    /// In a cwd: raw paths; nothing is created.
+    Cwd,
+}
+
+/// What URL expansion needs.
+#[derive(Clone, Copy, Debug)]
+pub struct UrlContext<'a> {
+    /// The session's `local://` root.
+    pub local_root: &'a Path,
+    /// The session's artifacts directory (`artifact://<job id>` lives there).
+    pub artifacts_dir: &'a Path,
+    /// Resolvers for other schemes.
+    pub resolvers: &'a [Arc<dyn UrlResolver>],
+}
+
+/// Replaces the internal URLs in `text`.
+pub fn expand_internal_urls(text: &str, ctx: &UrlContext<'_>, target: UrlTarget) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut index = 0;
+    let mut quote: Option<u8> = None;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        if let Some(open) = quote {
+            if byte == open {
+                quote = None;
+            } else if open == b'"' && byte == b'\\' {
+                index += 1;
+            }
+            index += 1;
+            continue;
+        }
+        let at_token_start = index == 0 || is_token_boundary(bytes[index - 1]);
+        if at_token_start && let Some((end, url)) = url_token(text, index) {
+            if let Ok(path) = resolve_internal_url(&url, ctx, target != UrlTarget::Cwd) {
+                out.push_str(&text[copied..index]);
+                match target {
+                    UrlTarget::Command => push_quoted(&mut out, &path.to_string_lossy()),
+                    UrlTarget::EnvValue | UrlTarget::Cwd => out.push_str(&path.to_string_lossy()),
+                }
+                copied = end;
+            } else {
+                tracing::debug!(
+                    scheme = url.split(':').next().unwrap_or(""),
+                    "internal URL left as written"
+                );
+            }
+            index = end;
+            continue;
+        }
+        match byte {
+            b'\'' | b'"' => quote = Some(byte),
+            b'\\' => index += 1,
+            _ => {}
+        }
+        index += 1;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// Resolves one internal URL to a path.
+///
+/// # Errors
+/// A message saying why it cannot be resolved.
+pub fn resolve_internal_url(
+    url: &str,
+    ctx: &UrlContext<'_>,
+    create_parents: bool,
+) -> Result<PathBuf, String> {
+    let (scheme, rest) = split_url(url).ok_or_else(|| format!("not an internal URL: {url}"))?;
+    match scheme {
+        "local" => resolve_beneath(ctx.local_root, rest, create_parents).map_err(|err| match err {
+            BeneathError::Escapes => "local:// URL escapes local root".to_owned(),
+            BeneathError::Refused(why) => format!("local:// URL refused: {why}"),
+            BeneathError::Io(err) => format!("local:// URL: {err}"),
+        }),
+        "artifact" => {
+            let id = rest.trim_end_matches('/');
+            if id.is_empty()
+                || !id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return Err(format!("invalid artifact id: {id}"));
+            }
+            let path = resolve_beneath(ctx.artifacts_dir, &format!("{id}.log"), false)
+                .map_err(|_| format!("invalid artifact id: {id}"))?;
+            if path.is_file() {
+                Ok(path)
+            } else {
+                Err(format!("no such artifact: {id}"))
+            }
+        }
+        other => ctx
+            .resolvers
+            .iter()
+            .find(|resolver| resolver.scheme() == other)
+            .ok_or_else(|| format!("no resolver for {other}:// URLs"))?
+            .resolve(url),
+    }
+}
+
+/// `(scheme, rest)` of `scheme://rest` (or `local:/rest`, the reference's
+/// normalization of `local:/x` to `local://x`).
+fn split_url(url: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url.split_once(':')?;
+    if !INTERNAL_SCHEMES.contains(&scheme) {
+        return None;
+    }
+    if let Some(rest) = rest.strip_prefix("//") {
+        return Some((scheme, rest));
+    }
+    if scheme == "local" {
+        return rest.strip_prefix('/').map(|rest| (scheme, rest));
+    }
+    None
+}
+
+/// The URL token starting at `start`: a whole quoted string holding a URL, or
+/// a bare URL. Returns the end of the token and the URL.
+fn url_token(text: &str, start: usize) -> Option<(usize, String)> {
+    let bytes = text.as_bytes();
+    let first = bytes[start];
+    if first == b'\'' || first == b'"' {
+        let close = text[start + 1..].find(first as char)? + start + 1;
+        let inner = &text[start + 1..close];
+        split_url(inner)?;
+        return Some((close + 1, inner.to_owned()));
+    }
+    let end = text[start..]
+        .find(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | ')' | '`' | '\\'))
+        .map_or(text.len(), |offset| start + offset);
+    let candidate = &text[start..end];
+    split_url(candidate)?;
+    Some((end, candidate.to_owned()))
+}
+
+fn is_token_boundary(byte: u8) -> bool {
+    byte.is_ascii_whitespace() || matches!(byte, b'=' | b'(' | b';' | b'&' | b'|' | b'<' | b'>')
+}
+
+fn push_quoted(out: &mut String, text: &str) {
+    out.push('\'');
+    out.push_str(&text.replace('\'', "'\\''"));
+    out.push('\'');
+}
+
+/// The reference tool's `skill://name[/path]` resolution, as an example of a
+/// host resolver: each skill has a base directory; the path must stay in it.
+#[derive(Clone, Debug, Default)]
+pub struct SkillResolver {
+    skills: std::collections::BTreeMap<String, PathBuf>,
+}
+
+impl SkillResolver {
+    /// A resolver for these skills (name to base directory).
+    pub fn new(skills: std::collections::BTreeMap<String, PathBuf>) -> Self {
+        Self { skills }
+    }
+}
+
+impl UrlResolver for SkillResolver {
+    fn scheme(&self) -> &str {
+        "skill"
+    }
+
+    fn resolve(&self, url: &str) -> Result<PathBuf, String> {
+        let rest = url
+            .strip_prefix("skill://")
+            .ok_or_else(|| format!("Invalid skill:// URL: {url}"))?;
+        let (name, path) = rest.split_once('/').unwrap_or((rest, ""));
+        if name.is_empty() {
+            return Err(format!("skill:// URL requires a skill name: {url}"));
+        }
+        let name = percent_decode(name)
+            .ok_or_else(|| format!("Invalid skill:// URL path encoding: {url}"))?;
+        let Some(base) = self.skills.get(&name) else {
+            let available = if self.skills.is_empty() {
+                "none".to_owned()
+            } else {
+                self.skills.keys().cloned().collect::<Vec<_>>().join(", ")
+            };
+            return Err(format!("Unknown skill: {name}. Available: {available}"));
+        };
+        let decoded = percent_decode(path)
+            .ok_or_else(|| format!("Invalid skill:// URL path encoding: {url}"))?;
+        if decoded.starts_with('/') {
+            return Err("Absolute paths are not allowed in skill:// URLs".to_owned());
+        }
+        if decoded.split('/').any(|component| component == "..") {
+            return Err("Path traversal (..) is not allowed in skill:// URLs".to_owned());
+        }
+        resolve_beneath(base, path, false)
+            .map_err(|_| "Path traversal is not allowed in skill:// URLs".to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    struct Fixture {
+        _base: tempfile::TempDir,
+        local: PathBuf,
+        artifacts: PathBuf,
+        resolvers: Vec<Arc<dyn UrlResolver>>,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let base = tempfile::tempdir().unwrap();
+            let local = base.path().join("local");
+            let artifacts = base.path().join("artifacts");
+            let skills = base.path().join("skills/review");
+            std::fs::create_dir_all(&artifacts).unwrap();
+            std::fs::create_dir_all(&skills).unwrap();
+            std::fs::write(artifacts.join("job_abc.log"), "raw").unwrap();
+            std::fs::write(skills.join("SKILL.md"), "skill").unwrap();
+            let resolvers: Vec<Arc<dyn UrlResolver>> = vec![Arc::new(SkillResolver::new(
+                [("review".to_owned(), skills)].into_iter().collect(),
+            ))];
+            Fixture {
+                _base: base,
+                local,
+                artifacts,
+                resolvers,
+            }
+        }
+
+        fn ctx(&self) -> UrlContext<'_> {
+            UrlContext {
+                local_root: &self.local,
+                artifacts_dir: &self.artifacts,
+                resolvers: &self.resolvers,
+            }
+        }
+    }
+
+    #[test]
+    fn commands_get_quoted_paths_and_env_and_cwd_raw_ones() {
+        let fx = Fixture::new();
+        let local = fx.local.display().to_string();
+        let art = fx.artifacts.join("job_abc.log").display().to_string();
+        let expand = |text: &str, target| expand_internal_urls(text, &fx.ctx(), target);
+        assert_eq!(
+            expand("cat local://notes/a.md", UrlTarget::Command),
+            format!("cat '{local}/notes/a.md'")
+        );
+        assert!(
+            fx.local.join("notes").is_dir(),
+            "parents are created for commands"
+        );
+        assert_eq!(
+            expand("cat local:/x.md", UrlTarget::Command),
+            format!("cat '{local}/x.md'")
+        );
+        assert_eq!(
+            expand("wc 'local://a b.txt'", UrlTarget::Command),
+            format!("wc '{local}/a b.txt'")
+        );
+        assert_eq!(
+            expand("wc \"local://c\"", UrlTarget::Command),
+            format!("wc '{local}/c'")
+        );
+        assert_eq!(
+            expand("(cat local://x)|wc", UrlTarget::Command),
+            format!("(cat '{local}/x')|wc")
+        );
+        assert_eq!(
+            expand("grep x artifact://job_abc", UrlTarget::Command),
+            format!("grep x '{art}'")
+        );
+        assert_eq!(
+            expand("local://it%27s", UrlTarget::Command),
+            format!("'{local}/it'\\''s'")
+        );
+        // A bare token ends at a quote (the reference's rule).
+        assert_eq!(
+            expand("local://it's", UrlTarget::Command),
+            format!("'{local}/it''s")
+        );
+        assert_eq!(
+            expand("local://dir/f", UrlTarget::EnvValue),
+            format!("{local}/dir/f")
+        );
+        assert_eq!(
+            expand("local://nope/deeper", UrlTarget::Cwd),
+            format!("{local}/nope/deeper")
+        );
+        assert!(
+            !fx.local.join("nope").exists(),
+            "nothing is created for a cwd"
+        );
+        let skill = expand("cat skill://review/SKILL.md", UrlTarget::Command);
+        assert!(skill.ends_with("/skills/review/SKILL.md'"), "{skill}");
+    }
+
+    #[test]
+    fn urls_that_do_not_qualify_are_left_as_written() {
+        let fx = Fixture::new();
+        for text in [
+            "echo 'see local://x here'",
+            "echo \"a local://x\"",
+            "echo xlocal://x",
+            "curl https://example.com",
+            "echo artifact://job_missing",
+            "echo artifact://../../etc/passwd",
+            "echo local://../escape",
+            "echo agent://unknown-scheme-resolver",
+            "echo skill://unknown/x",
+            "echo local:x",
+        ] {
+            assert_eq!(
+                expand_internal_urls(text, &fx.ctx(), UrlTarget::Command),
+                text
+            );
+        }
+    }
+
+    #[test]
+    fn skill_urls_follow_the_reference_errors() {
+        let fx = Fixture::new();
+        let resolver = &fx.resolvers[0];
+        assert_eq!(
+            resolver.resolve("skill://").unwrap_err(),
+            "skill:// URL requires a skill name: skill://"
+        );
+        assert_eq!(
+            resolver.resolve("skill://nope/x").unwrap_err(),
+            "Unknown skill: nope. Available: review"
+        );
+        assert_eq!(
+            resolver.resolve("skill://review//etc").unwrap_err(),
+            "Absolute paths are not allowed in skill:// URLs"
+        );
+        assert_eq!(
+            resolver.resolve("skill://review/../x").unwrap_err(),
+            "Path traversal (..) is not allowed in skill:// URLs"
+        );
+        assert_eq!(
+            resolver.resolve("skill://review/%zz").unwrap_err(),
+            "Invalid skill:// URL path encoding: skill://review/%zz"
+        );
+        assert_eq!(
+            SkillResolver::default().resolve("skill://x").unwrap_err(),
+            "Unknown skill: x. Available: none"
+        );
+    }
+
+    fn bash_printf(command: &str) -> Vec<u8> {
+        let output = std::process::Command::new("bash")
+            .args(["--noprofile", "--norc", "-c", command])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output.stdout
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn any_name_round_trips_through_bash_and_never_runs(name in "[^/\u{0}\\\\%]{1,24}") {
+            // `.` and `..` are path components, not names (`..` is refused).
+            prop_assume!(name != "." && name != "..");
+            let fx = Fixture::new();
+            let canary = fx.local.parent().unwrap().join("CANARY");
+            // Percent-encode every byte so any character can appear in the name.
+            let encoded: String = name.bytes().map(|b| format!("%{b:02X}")).collect();
+            let injected = format!("printf %s local://{encoded}; touch {}", canary.display());
+            let command = expand_internal_urls(
+                &format!("printf %s local://{encoded}"),
+                &fx.ctx(),
+                UrlTarget::Command,
+            );
+            let expected = fx.local.join(&name);
+            prop_assert_eq!(bash_printf(&command), expected.to_string_lossy().as_bytes().to_vec());
+            // A bare token with shell syntax in it stays data too.
+            let hostile = format!("local://x;touch${{IFS}}{}", canary.display());
+            let command = expand_internal_urls(&format!("printf %s {hostile}"), &fx.ctx(), UrlTarget::Command);
+            bash_printf(&command);
+            prop_assert!(!canary.exists(), "the canary ran: {}", command);
+            let _ = injected;
+        }
+    }
+}
