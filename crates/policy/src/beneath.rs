@@ -174,11 +174,11 @@ fn record_open(fd: &OwnedFd) {
 fn record_open(_fd: &OwnedFd) {}
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// At least 40 ways to try to leave the root.
-    const ESCAPES: &[&str] = &[
+    pub(crate) const ESCAPES: &[&str] = &[
         "..",
         "../",
         "../etc/passwd",
@@ -222,7 +222,7 @@ mod tests {
         "link_chain/passwd",
     ];
 
-    fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    pub(crate) fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
         let base = tempfile::tempdir().unwrap();
         let root = base.path().join("root");
         let outside = base.path().join("outside");

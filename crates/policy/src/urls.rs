@@ -366,6 +366,53 @@ mod tests {
     }
 
     #[test]
+    fn the_traversal_corpus_never_leaves_local_or_artifact_roots() {
+        use crate::beneath::tests::ESCAPES;
+        use crate::beneath::tests::setup;
+        let (_base, root, outside) = setup();
+        std::fs::write(root.join("job_ok.log"), "artifact").unwrap();
+        let canonical = root.canonicalize().unwrap();
+        let resolvers: Vec<Arc<dyn UrlResolver>> = Vec::new();
+        let ctx = UrlContext {
+            local_root: &root,
+            artifacts_dir: &root,
+            resolvers: &resolvers,
+        };
+        let mut tried = 0;
+        for payload in ESCAPES {
+            for url in [
+                format!("local://{payload}"),
+                format!("artifact://{payload}"),
+            ] {
+                tried += 1;
+                crate::beneath::OPENED.with(|opened| opened.borrow_mut().clear());
+                if let Ok(path) = resolve_internal_url(&url, &ctx, true) {
+                    let mut probe = path.clone();
+                    while !probe.exists() {
+                        probe.pop();
+                    }
+                    assert!(
+                        probe.canonicalize().unwrap().starts_with(&canonical),
+                        "{url} -> {path:?}"
+                    );
+                }
+                crate::beneath::OPENED.with(|opened| {
+                    for path in opened.borrow().iter() {
+                        assert!(path.starts_with(&canonical), "{url} opened {path:?}");
+                    }
+                });
+            }
+        }
+        assert!(tried >= 80);
+        assert!(resolve_internal_url("artifact://job_ok", &ctx, false).is_ok());
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            1,
+            "nothing was created outside"
+        );
+    }
+
+    #[test]
     fn skill_urls_follow_the_reference_errors() {
         let fx = Fixture::new();
         let resolver = &fx.resolvers[0];
