@@ -68,6 +68,24 @@ impl TestRuntime {
         }
     }
 
+    /// Waits up to `within` until the sessions' idle shells are the only
+    /// marked processes left.
+    pub(crate) async fn assert_only_idle_shells_within(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let live: Vec<_> = self
+                .live_processes()
+                .into_iter()
+                .filter(|(_, cmd)| cmd.trim_end() != "bash --noprofile --norc")
+                .collect();
+            if live.is_empty() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "processes left behind: {live:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits up to `within` for every marked process to be gone.
     pub(crate) async fn assert_no_processes_within(&self, within: Duration) {
         let deadline = Instant::now() + within;

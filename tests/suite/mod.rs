@@ -5,6 +5,7 @@ mod output;
 mod overlap;
 mod persistence;
 mod policy;
+mod pty;
 mod restart;
 mod timeouts;
 mod validation;

@@ -48,8 +48,10 @@ async fn invalid_requests_are_refused_with_the_reference_messages() {
 }
 
 #[tokio::test]
-async fn a_pty_request_runs_without_one_and_says_so() {
-    let rt = TestRuntime::start().await;
+async fn a_pty_request_with_terminals_off_runs_without_one_and_says_so() {
+    let mut config = shellvisor::Config::default();
+    config.pty.enabled = false;
+    let rt = TestRuntime::with_config(config).await;
     let session = rt.session("pty").await;
     let result = crate::support::run_request(&session, RunRequest::new("echo hi").pty(true)).await;
     assert_eq!(result.output, "hi\n");

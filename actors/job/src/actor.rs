@@ -1,6 +1,7 @@
 //! The Job actor.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
 use std::time::SystemTime;
@@ -14,6 +15,11 @@ use ractor::RpcReplyPort;
 use ractor::SupervisionEvent;
 use ractor::concurrency::JoinHandle;
 use ractor::rpc::CallResult;
+use shellvisor_actor_pty::PtyArgs;
+use shellvisor_actor_pty::PtyCall;
+use shellvisor_actor_pty::PtyEvent;
+use shellvisor_actor_pty::PtyMsg;
+use shellvisor_actor_pty::PtySession;
 use shellvisor_actor_shell::ExecOutcome;
 use shellvisor_actor_shell::ExecRequest;
 use shellvisor_actor_shell::KillReason;
@@ -24,7 +30,12 @@ use shellvisor_actor_sink::Sink;
 use shellvisor_actor_sink::SinkArgs;
 use shellvisor_actor_sink::SinkFeed;
 use shellvisor_actor_sink::SinkMsg;
+use shellvisor_output::awaiting_input_text;
 use shellvisor_output::background_text;
+use shellvisor_process::ProcessRegistry;
+use shellvisor_process::Spawner;
+use shellvisor_process::pty::Terminal;
+use shellvisor_process::pty::TerminalSpawnSpec;
 use shellvisor_protocol::BackgroundReason;
 use shellvisor_protocol::BackgroundedRun;
 use shellvisor_protocol::Error;
@@ -32,10 +43,13 @@ use shellvisor_protocol::JobId;
 use shellvisor_protocol::JobInfo;
 use shellvisor_protocol::JobState as JobStatus;
 use shellvisor_protocol::OutputConfig;
+use shellvisor_protocol::PtyState;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunOutcome;
 use shellvisor_protocol::RunResult;
+use shellvisor_protocol::Screen;
 use shellvisor_protocol::SessionEvent;
+use shellvisor_protocol::TerminalSize;
 use tokio::sync::broadcast;
 
 use crate::messages::JobMsg;
@@ -78,6 +92,36 @@ pub enum JobStart {
     },
 }
 
+/// What runs the command.
+#[derive(Debug)]
+pub enum Runner {
+    /// A shell lent by the Session (the persistent one or an isolated one).
+    Shell(ActorRef<ShellMsg>),
+    /// A program on a pseudo-terminal, run by a PtySession the Job starts.
+    Pty(Box<PtyLaunch>),
+}
+
+/// What a PtySession needs from the Session.
+#[derive(Debug)]
+pub struct PtyLaunch {
+    /// The open terminal.
+    pub terminal: Terminal,
+    /// Its size.
+    pub size: TerminalSize,
+    /// The program (`bash -c <command>`) with its environment and cwd.
+    pub spec: TerminalSpawnSpec,
+    /// The runtime's spawner thread.
+    pub spawner: Arc<Spawner>,
+    /// The runtime's registry of live process groups and sessions.
+    pub registry: Arc<ProcessRegistry>,
+    /// How often to check for input waits.
+    pub probe_interval: Duration,
+    /// How long late output may take after the program exits.
+    pub drain: Duration,
+    /// Output coalescing for streaming, in milliseconds.
+    pub stream_throttle_ms: u64,
+}
+
 /// What a Job needs.
 #[derive(Debug)]
 pub struct JobArgs {
@@ -85,8 +129,8 @@ pub struct JobArgs {
     pub job_id: JobId,
     /// What to run.
     pub plan: RunPlan,
-    /// The shell lent for this run.
-    pub shell: ActorRef<ShellMsg>,
+    /// What runs it.
+    pub runner: Runner,
     /// How it starts.
     pub start: JobStart,
     /// The running-job caps (for auto-background).
@@ -110,7 +154,10 @@ pub struct JobArgs {
 pub struct JobState {
     job_id: JobId,
     plan: RunPlan,
-    shell: ActorRef<ShellMsg>,
+    shell: Option<ActorRef<ShellMsg>>,
+    pty: Option<ActorRef<PtyMsg>>,
+    pty_state: Option<PtyState>,
+    screen: Option<Screen>,
     sink: ActorRef<SinkMsg>,
     feed: SinkFeed,
     shell_retries: u32,
@@ -159,12 +206,16 @@ impl Actor for Job {
         args: JobArgs,
     ) -> std::result::Result<JobState, ActorProcessingErr> {
         let started = Instant::now();
+        let mut output = args.output.clone();
+        if let Runner::Pty(launch) = &args.runner {
+            output.stream_throttle_ms = launch.stream_throttle_ms;
+        }
         let (sink, _) = Actor::spawn_linked(
             None,
             Sink,
             SinkArgs {
                 job_id: args.job_id.clone(),
-                config: args.output.clone(),
+                config: output,
                 artifact_path: args.artifact_path,
                 events: args.events.clone(),
             },
@@ -196,11 +247,39 @@ impl Actor for Job {
         let started_at_ms = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let feed = SinkFeed::new(sink.clone());
+        let (shell, pty, pty_state, pty_failure) = match args.runner {
+            Runner::Shell(shell) => (Some(shell), None, None, None),
+            Runner::Pty(launch) => {
+                let launch = *launch;
+                let pty_args = PtyArgs {
+                    job_id: args.job_id.clone(),
+                    terminal: launch.terminal,
+                    size: launch.size,
+                    spec: launch.spec,
+                    spawner: launch.spawner,
+                    registry: launch.registry,
+                    sink: feed.clone(),
+                    reply_to: myself.get_derived(),
+                    events: args.events.clone(),
+                    kill_grace: args.kill_grace,
+                    probe_interval: launch.probe_interval,
+                    drain: launch.drain,
+                };
+                match Actor::spawn_linked(None, PtySession, pty_args, myself.get_cell()).await {
+                    Ok((pty, _)) => (None, Some(pty), Some(PtyState::Running), None),
+                    Err(err) => (None, None, None, Some(err.to_string())),
+                }
+            }
+        };
         let state = JobState {
             job_id: args.job_id,
             plan: args.plan,
-            shell: args.shell,
-            feed: SinkFeed::new(sink.clone()),
+            shell,
+            pty,
+            pty_state,
+            screen: None,
+            feed,
             shell_retries: 0,
             sink,
             notify: args.notify,
@@ -224,7 +303,17 @@ impl Actor for Job {
             retention: args.retention,
             kill_grace: args.kill_grace,
         };
-        state.exec(&myself);
+        if let Some(reason) = pty_failure {
+            tracing::warn!(job = %state.job_id, %reason, "could not start the program on a terminal");
+            let _ = myself.cast(JobMsg::Shell(ShellEvent::Finished(Box::new(ExecOutcome {
+                end: RunEnd::Refused {
+                    reason: format!("the program could not be started on a terminal ({reason})"),
+                },
+                output: None,
+            }))));
+        } else {
+            state.exec(&myself);
+        }
         Ok(state)
     }
 
@@ -237,7 +326,11 @@ impl Actor for Job {
         match message {
             JobMsg::Shell(ShellEvent::Finished(outcome)) => {
                 let refused = matches!(outcome.end, RunEnd::Refused { .. });
-                if refused && state.result.is_none() && state.shell_retries < MAX_SHELL_RETRIES {
+                if refused
+                    && state.shell.is_some()
+                    && state.result.is_none()
+                    && state.shell_retries < MAX_SHELL_RETRIES
+                {
                     tracing::debug!(job = %state.job_id, "shell refused the run; asking for another");
                     state.shell_retries += 1;
                     let _ = state.notify.send_message(JobNotice::ShellRefused {
@@ -247,9 +340,35 @@ impl Actor for Job {
                     state.finish(&myself, *outcome);
                 }
             }
+            JobMsg::Pty(PtyEvent::State(pty_state)) => {
+                if state.result.is_none() {
+                    state.pty_state = Some(pty_state);
+                    if pty_state == PtyState::AwaitingInput {
+                        state.background_now(BackgroundReason::AwaitingInput).await;
+                    }
+                }
+            }
+            JobMsg::Pty(PtyEvent::Finished { outcome, screen }) => {
+                state.screen = Some(screen);
+                state.finish(&myself, *outcome);
+            }
+            JobMsg::PtyCall(call) => match &state.pty {
+                Some(pty) => {
+                    if let Err(MessagingErr::SendErr(PtyMsg::Call(call))) =
+                        pty.cast(PtyMsg::Call(call))
+                    {
+                        call.refuse(Error::InputRejected {
+                            reason: "the terminal session has stopped".to_owned(),
+                        });
+                    }
+                }
+                None => call.refuse(Error::NotInteractive {
+                    id: state.job_id.to_string(),
+                }),
+            },
             JobMsg::UseShell(shell) => {
                 if state.result.is_none() {
-                    state.shell = shell;
+                    state.shell = Some(shell);
                     state.exec(&myself);
                 }
             }
@@ -308,7 +427,7 @@ impl Actor for Job {
             }
             JobMsg::AutoBackground => {
                 state.auto_timer = None;
-                state.auto_background().await;
+                state.background_now(BackgroundReason::Timer).await;
             }
             JobMsg::Unresponsive => {
                 state.watchdog = None;
@@ -341,18 +460,43 @@ impl Actor for Job {
 
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<JobMsg>,
+        myself: ActorRef<JobMsg>,
         event: SupervisionEvent,
-        _state: &mut JobState,
+        state: &mut JobState,
     ) -> std::result::Result<(), ActorProcessingErr> {
-        // The only child is the Sink. If it dies the run goes on; its result
-        // says the output could not be collected. Never stop because of it.
-        match event {
-            SupervisionEvent::ActorFailed(_, err) => tracing::warn!(%err, "output sink failed"),
-            SupervisionEvent::ActorTerminated(_, _, reason) => {
-                tracing::debug!(?reason, "output sink stopped");
+        // The children are the Sink and, for a terminal run, the PtySession.
+        // If the Sink dies the run goes on; its result says the output could
+        // not be collected. If the PtySession dies the run is over (its
+        // session guard killed the program). Never stop because of either.
+        let (cell, reason) = match event {
+            SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                (cell, reason.unwrap_or_else(|| "stopped".to_owned()))
             }
-            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {}
+            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
+                return Ok(());
+            }
+        };
+        let is_pty = state
+            .pty
+            .as_ref()
+            .is_some_and(|pty| pty.get_id() == cell.get_id());
+        if is_pty {
+            state.pty = None;
+            if state.result.is_none() {
+                tracing::warn!(job = %state.job_id, %reason, "terminal session stopped during the run");
+                state.finish(
+                    &myself,
+                    ExecOutcome {
+                        end: RunEnd::ShellLost {
+                            reason: format!("the terminal session stopped ({reason})"),
+                        },
+                        output: None,
+                    },
+                );
+            }
+        } else {
+            tracing::debug!(job = %state.job_id, %reason, "output sink stopped");
         }
         Ok(())
     }
@@ -360,6 +504,10 @@ impl Actor for Job {
 
 impl JobState {
     fn exec(&self, myself: &ActorRef<JobMsg>) {
+        // A terminal run starts with its PtySession.
+        let Some(shell) = &self.shell else {
+            return;
+        };
         let reply_to: DerivedActorRef<ShellEvent> = myself.get_derived();
         let request = ExecRequest {
             command: self.plan.command.clone(),
@@ -368,7 +516,7 @@ impl JobState {
             sink: self.feed.clone(),
             reply_to,
         };
-        if self.shell.cast(ShellMsg::Exec(request)).is_err() {
+        if shell.cast(ShellMsg::Exec(request)).is_err() {
             let _ = myself.cast(JobMsg::Shell(ShellEvent::Finished(Box::new(ExecOutcome {
                 end: RunEnd::Refused {
                     reason: "the shell had already stopped".to_owned(),
@@ -385,7 +533,12 @@ impl JobState {
             return;
         }
         self.kill_sent = true;
-        if self.shell.cast(ShellMsg::Kill(reason)).is_err() {
+        let sent = match (&self.shell, &self.pty) {
+            (Some(shell), _) => shell.cast(ShellMsg::Kill(reason)).is_ok(),
+            (None, Some(pty)) => pty.cast(PtyMsg::Kill(reason)).is_ok(),
+            (None, None) => false,
+        };
+        if !sent {
             let _ = myself.cast(JobMsg::ShellGone {
                 reason: "the shell stopped before it could be killed".to_owned(),
             });
@@ -394,10 +547,11 @@ impl JobState {
         self.watchdog = Some(AbortTimer(myself.send_after(wait, || JobMsg::Unresponsive)));
     }
 
-    /// The auto-background timer fired: answer the caller with a background
-    /// job, unless the run has finished (a stale timer) or the running-job cap
-    /// is reached (the run then stays in the foreground).
-    async fn auto_background(&mut self) {
+    /// The auto-background timer fired, or a terminal program waits for
+    /// input: answer the caller with a background job, unless the run has
+    /// finished (a stale timer) or the running-job cap is reached (the run
+    /// then stays in the foreground).
+    async fn background_now(&mut self, reason: BackgroundReason) {
         if self.result.is_some() || self.background.is_some() || self.reply.is_none() {
             return;
         }
@@ -408,35 +562,46 @@ impl JobState {
                 return;
             }
         };
-        let preview = match self
-            .sink
-            .call(SinkMsg::Snapshot, Some(PREVIEW_DEADLINE))
-            .await
-        {
-            Ok(CallResult::Success(summary)) => {
-                tail(&summary.rendered.body, MAX_PREVIEW_BYTES).to_owned()
-            }
-            _ => String::new(),
+        let preview = match reason {
+            BackgroundReason::AwaitingInput => self.screen_text().await,
+            _ => match self
+                .sink
+                .call(SinkMsg::Snapshot, Some(PREVIEW_DEADLINE))
+                .await
+            {
+                Ok(CallResult::Success(summary)) => {
+                    tail(&summary.rendered.body, MAX_PREVIEW_BYTES).to_owned()
+                }
+                _ => String::new(),
+            },
         };
         let Some(reply) = self.reply.take() else {
             return;
         };
         self.slot = Some(slot);
-        self.background = Some(BackgroundReason::Timer);
+        self.background = Some(reason);
         // The Session frees the primary shell before the caller can call again.
         let _ = self.notify.send_message(JobNotice::Backgrounded {
             job_id: self.job_id.clone(),
         });
-        let text = background_text(
-            self.job_id.as_str(),
-            &self.plan.label,
-            &preview,
-            &self.plan.notices,
-        );
+        let text = match reason {
+            BackgroundReason::AwaitingInput => awaiting_input_text(
+                self.job_id.as_str(),
+                &self.plan.label,
+                &preview,
+                &self.plan.notices,
+            ),
+            _ => background_text(
+                self.job_id.as_str(),
+                &self.plan.label,
+                &preview,
+                &self.plan.notices,
+            ),
+        };
         let _ = reply.send(Ok(RunOutcome::Backgrounded(BackgroundedRun {
             job_id: self.job_id.clone(),
             label: self.plan.label.clone(),
-            reason: BackgroundReason::Timer,
+            reason,
             preview,
             timeout: self.plan.timeout.info,
             text,
@@ -459,7 +624,11 @@ impl JobState {
             self.started.elapsed(),
             self.inline_cap,
         );
-        let result = Box::new(result);
+        let mut result = Box::new(result);
+        result.screen = self.screen.take();
+        if let Some(code) = self.pty.as_ref().map(|_| result.exit_code) {
+            self.pty_state = Some(PtyState::Exited { code });
+        }
         // Waiters first: a wait that takes the result is its delivery, so the
         // completion stream must not get it too.
         for waiter in self.waiters.drain(..) {
@@ -500,6 +669,23 @@ impl JobState {
         ));
     }
 
+    /// The terminal's screen as text (empty when it cannot be had).
+    async fn screen_text(&self) -> String {
+        let Some(pty) = &self.pty else {
+            return String::new();
+        };
+        match pty
+            .call(
+                |reply| PtyMsg::Call(PtyCall::Screen(reply)),
+                Some(PREVIEW_DEADLINE),
+            )
+            .await
+        {
+            Ok(CallResult::Success(Ok(screen))) => screen.text(),
+            _ => String::new(),
+        }
+    }
+
     async fn info(&self) -> JobInfo {
         let (state, exit_code, output_bytes, wall_time_ms) = match &self.result {
             Some(result) => {
@@ -533,6 +719,7 @@ impl JobState {
             }
         };
         JobInfo {
+            pty_state: self.pty_state,
             job_id: self.job_id.clone(),
             label: self.plan.label.clone(),
             state,

@@ -9,8 +9,14 @@
 //! After finishing it stays alive for the retention period so its output can
 //! still be read by offset.
 //!
-//! A Job may touch only its own Sink, the Shell it was lent, and its Session's
-//! notice channel.
+//! A run with `pty: true` has no Shell: the Job starts a PtySession (a child,
+//! like its Sink) that runs the program on a pseudo-terminal; the Job forwards
+//! interactive calls (input, keys, resize, screen) to it, and a foreground
+//! run whose program waits for input answers its caller as a background job
+//! (reason `awaiting_input`) with the screen, so the caller can type.
+//!
+//! A Job may touch only its own Sink and PtySession, the Shell it was lent,
+//! and its Session's notice channel.
 
 mod actor;
 mod messages;
@@ -20,6 +26,8 @@ mod slots;
 pub use actor::Job;
 pub use actor::JobArgs;
 pub use actor::JobStart;
+pub use actor::PtyLaunch;
+pub use actor::Runner;
 pub use messages::JobMsg;
 pub use messages::JobNotice;
 pub use messages::RunPlan;

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use ractor::ActorRef;
 use ractor::RpcReplyPort;
+use shellvisor_actor_pty::PtyCall;
+use shellvisor_actor_pty::PtyEvent;
 use shellvisor_actor_shell::ShellEvent;
 use shellvisor_actor_shell::ShellMsg;
 use shellvisor_policy::TimeoutDecision;
@@ -19,6 +21,11 @@ use shellvisor_protocol::RunResult;
 pub enum JobMsg {
     /// From the Shell: how the run ended.
     Shell(ShellEvent),
+    /// From the PtySession of a terminal run.
+    Pty(PtyEvent),
+    /// An interactive call (input, keys, resize, screen, state); refused with
+    /// `not_interactive` when the job has no terminal.
+    PtyCall(PtyCall),
     /// From the Session: run on this shell instead (the previous one refused
     /// the run before anything ran).
     UseShell(ActorRef<ShellMsg>),
@@ -61,6 +68,23 @@ pub enum JobMsg {
 impl From<ShellEvent> for JobMsg {
     fn from(event: ShellEvent) -> Self {
         JobMsg::Shell(event)
+    }
+}
+
+impl From<PtyEvent> for JobMsg {
+    fn from(event: PtyEvent) -> Self {
+        JobMsg::Pty(event)
+    }
+}
+
+impl TryFrom<JobMsg> for PtyEvent {
+    type Error = JobMsg;
+
+    fn try_from(message: JobMsg) -> std::result::Result<Self, JobMsg> {
+        match message {
+            JobMsg::Pty(event) => Ok(event),
+            other => Err(other),
+        }
     }
 }
 

@@ -24,6 +24,8 @@ pub(crate) fn build_result(
     let mut notices = plan.notices.clone();
     let mut timed_out = false;
     let mut cancelled = false;
+    // A terminal run has no persistent shell to restart.
+    let in_shell = !matches!(outcome.end, RunEnd::ProgramExited { .. });
     let (exit_code, cwd, release) = match outcome.end {
         RunEnd::Completed {
             status,
@@ -62,6 +64,21 @@ pub(crate) fn build_result(
                 ));
                 (Some(exit.shell_status()), None, ShellRelease::Ended)
             }
+        },
+        RunEnd::ProgramExited { exit, killed } => match killed {
+            Some(KillReason::Timeout) => {
+                timed_out = true;
+                (None, None, ShellRelease::Ended)
+            }
+            Some(KillReason::Cancelled) => {
+                cancelled = true;
+                (None, None, ShellRelease::Ended)
+            }
+            Some(reason) => {
+                notices.push(format!("The program was stopped ({}).", describe(reason)));
+                (Some(exit.shell_status()), None, ShellRelease::Ended)
+            }
+            None => (Some(exit.shell_status()), None, ShellRelease::Ended),
         },
         RunEnd::Refused { reason } => {
             notices.push(format!("The command did not run: {reason}."));
@@ -105,7 +122,7 @@ pub(crate) fn build_result(
         exit_code,
         truncation_notice: truncation_notice.as_deref(),
     });
-    let shell_restarted = !matches!(release, ShellRelease::Reusable { .. });
+    let shell_restarted = in_shell && !matches!(release, ShellRelease::Reusable { .. });
     let result = RunResult {
         job_id: job_id.clone(),
         exit_code,
@@ -120,6 +137,7 @@ pub(crate) fn build_result(
         shell_restarted,
         is_error: timed_out || cancelled || exit_code != Some(0),
         text,
+        screen: None,
     };
     (result, release)
 }

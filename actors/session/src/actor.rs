@@ -25,6 +25,7 @@ use shellvisor_policy::UrlResolver;
 use shellvisor_process::EnvRecord;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::Spawner;
+use shellvisor_process::pty::PtyBackend;
 use shellvisor_protocol::Config;
 use shellvisor_protocol::JobId;
 use shellvisor_protocol::RunResult;
@@ -72,6 +73,8 @@ pub struct SessionArgs {
     pub interceptor: Option<Arc<Interceptor>>,
     /// The host's resolvers for internal URL schemes.
     pub resolvers: Arc<Vec<Arc<dyn UrlResolver>>>,
+    /// Where pseudo-terminals come from.
+    pub pty_backend: Arc<dyn PtyBackend>,
 }
 
 /// A Session's state.
@@ -131,6 +134,8 @@ pub(crate) struct JobEntry {
     pub(crate) actor: ActorRef<JobMsg>,
     /// The shell it holds, until it finishes.
     pub(crate) shell: Option<ActorId>,
+    /// Whether it runs on a terminal and has not finished (the PTY cap).
+    pub(crate) pty_running: bool,
 }
 
 impl Actor for Session {
@@ -200,6 +205,20 @@ impl Actor for Session {
             SessionMsg::JobInfo { job_id, reply } => state.forward(&job_id, reply, JobMsg::GetInfo),
             SessionMsg::Wait { job_id, reply } => state.forward(&job_id, reply, JobMsg::Wait),
             SessionMsg::Kill { job_id, reply } => state.forward(&job_id, reply, JobMsg::Kill),
+            SessionMsg::Pty { job_id, call } => match state.jobs.get(&job_id) {
+                Some(job) => {
+                    if let Err(ractor::MessagingErr::SendErr(JobMsg::PtyCall(call))) =
+                        job.actor.cast(JobMsg::PtyCall(call))
+                    {
+                        call.refuse(shellvisor_protocol::Error::JobNotFound {
+                            id: job_id.to_string(),
+                        });
+                    }
+                }
+                None => call.refuse(shellvisor_protocol::Error::JobNotFound {
+                    id: job_id.to_string(),
+                }),
+            },
             SessionMsg::ListJobs(reply) => state.list_jobs(reply),
             SessionMsg::NextCompletion(reply) => {
                 state.completion_waiters.push_back(reply);

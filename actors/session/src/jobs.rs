@@ -1,5 +1,7 @@
 //! The session's jobs: admission, the job API, and the completion stream.
 
+use std::ffi::OsString;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::Actor;
@@ -11,9 +13,10 @@ use shellvisor_actor_job::Job;
 use shellvisor_actor_job::JobArgs;
 use shellvisor_actor_job::JobMsg;
 use shellvisor_actor_job::JobStart;
+use shellvisor_actor_job::PtyLaunch;
 use shellvisor_actor_job::RunPlan;
+use shellvisor_actor_job::Runner;
 use shellvisor_actor_job::ShellRelease;
-use shellvisor_actor_shell::ShellMsg;
 use shellvisor_output::background_text;
 use shellvisor_output::job_label;
 use shellvisor_policy::INTERNAL_SCHEMES;
@@ -25,6 +28,8 @@ use shellvisor_policy::resolve_timeout;
 use shellvisor_policy::rewrite_leading_cd;
 use shellvisor_policy::validate_command;
 use shellvisor_policy::validate_env;
+use shellvisor_process::pty::Terminal;
+use shellvisor_process::pty::TerminalSpawnSpec;
 use shellvisor_protocol::BackgroundReason;
 use shellvisor_protocol::BackgroundedRun;
 use shellvisor_protocol::Error;
@@ -33,6 +38,7 @@ use shellvisor_protocol::JobInfo;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunOutcome;
 use shellvisor_protocol::RunRequest;
+use shellvisor_protocol::TerminalSize;
 
 use crate::actor::JobEntry;
 use crate::actor::SessionState;
@@ -68,6 +74,21 @@ impl SessionState {
                 return;
             }
         };
+        let mut plan = plan;
+        if request.pty {
+            match self.open_terminal(&request, &mut plan) {
+                Ok(Some(launch)) => {
+                    self.run_on_terminal(myself, &request, job_id, plan, launch, reply)
+                        .await;
+                    return;
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    let _ = reply.send(Err(err));
+                    return;
+                }
+            }
+        }
         if request.run_async {
             let started = self.start_async(myself, job_id, plan).await;
             let _ = reply.send(started.map(RunOutcome::Backgrounded));
@@ -91,7 +112,127 @@ impl SessionState {
         };
         // On failure the reply port went with the Job's arguments: its caller
         // sees the call end (`actor_gone`).
-        let _ = self.start_job(myself, job_id, plan, shell, start).await;
+        let _ = self
+            .start_job(myself, job_id, plan, Runner::Shell(shell), start)
+            .await;
+    }
+
+    /// Opens a terminal for a `pty` request. `Ok(None)` when terminals are
+    /// turned off or none can be opened: the run then goes without one and
+    /// its plan carries the fallback notice.
+    fn open_terminal(
+        &mut self,
+        request: &RunRequest,
+        plan: &mut RunPlan,
+    ) -> Result<Option<(Terminal, TerminalSize)>> {
+        let config = &self.args.config.pty;
+        if !config.enabled {
+            plan.notices.push(PTY_UNAVAILABLE_NOTICE.to_owned());
+            return Ok(None);
+        }
+        let running = self.jobs.values().filter(|job| job.pty_running).count();
+        if running >= config.max_running_per_session {
+            return Err(Error::PtyBusy {
+                limit: config.max_running_per_session,
+            });
+        }
+        let size = TerminalSize::clamped(request.cols, request.rows);
+        match self.args.pty_backend.open(size) {
+            Ok(terminal) => Ok(Some((terminal, size))),
+            Err(err) => {
+                tracing::warn!(session = %self.args.id, %err, "no pseudo-terminal available; running without one");
+                plan.notices.push(PTY_UNAVAILABLE_NOTICE.to_owned());
+                Ok(None)
+            }
+        }
+    }
+
+    /// Starts a run on a terminal: `bash -c <command>` with the session's
+    /// exported environment, `TERM=xterm-256color` and the call's variables,
+    /// in the call's (or the session's) directory. Explicit async answers at
+    /// once; otherwise the caller waits for the exit, the auto-background
+    /// timer, or the program waiting for input.
+    async fn run_on_terminal(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        request: &RunRequest,
+        job_id: JobId,
+        plan: RunPlan,
+        (terminal, size): (Terminal, TerminalSize),
+        reply: RpcReplyPort<Result<RunOutcome>>,
+    ) {
+        let mut env: Vec<(OsString, OsString)> = self
+            .shell_env()
+            .await
+            .into_iter()
+            .filter(|(name, _)| name != "TERM" && !plan.env.iter().any(|(n, _)| name == n.as_str()))
+            .collect();
+        env.push(("TERM".into(), "xterm-256color".into()));
+        env.extend(plan.env.iter().map(|(n, v)| (n.into(), v.into())));
+        let shell = &self.args.config.shell.program;
+        let spec = TerminalSpawnSpec {
+            program: shell.clone(),
+            args: vec![
+                "--noprofile".into(),
+                "--norc".into(),
+                "-c".into(),
+                plan.command.clone().into(),
+            ],
+            env,
+            cwd: plan.cwd.clone().unwrap_or_else(|| self.cwd.clone()),
+        };
+        let config = &self.args.config.pty;
+        let launch = Box::new(PtyLaunch {
+            terminal,
+            size,
+            spec,
+            spawner: Arc::clone(&self.args.spawner),
+            registry: Arc::clone(&self.args.registry),
+            probe_interval: Duration::from_millis(config.input_probe_ms.max(1)),
+            drain: Duration::from_millis(config.drain_ms),
+            stream_throttle_ms: config.stream_throttle_ms,
+        });
+        if request.run_async {
+            let slot = match self.args.slots.try_acquire() {
+                Ok(slot) => slot,
+                Err(limit) => {
+                    let _ = reply.send(Err(Error::JobLimitReached { limit }));
+                    return;
+                }
+            };
+            let started = BackgroundedRun {
+                job_id: job_id.clone(),
+                label: plan.label.clone(),
+                reason: BackgroundReason::Requested,
+                preview: String::new(),
+                timeout: plan.timeout.info,
+                text: background_text(job_id.as_str(), &plan.label, "", &plan.notices),
+            };
+            let started = self
+                .start_job(
+                    myself,
+                    job_id,
+                    plan,
+                    Runner::Pty(launch),
+                    JobStart::Background { slot },
+                )
+                .await
+                .map(|()| RunOutcome::Backgrounded(started));
+            let _ = reply.send(started);
+            return;
+        }
+        let auto_background = self
+            .args
+            .config
+            .jobs
+            .auto_background_after(plan.timeout.deadline);
+        let start = JobStart::Foreground {
+            reply,
+            auto_background,
+        };
+        let _ = self
+            .start_job(myself, job_id, plan, Runner::Pty(launch), start)
+            .await;
     }
 
     /// An explicit async run: a slot under both caps, a fresh shell with the
@@ -116,9 +257,15 @@ impl SessionState {
             timeout: plan.timeout.info,
             text: background_text(job_id.as_str(), &plan.label, "", &plan.notices),
         };
-        self.start_job(myself, job_id, plan, shell, JobStart::Background { slot })
-            .await
-            .map(|()| started)
+        self.start_job(
+            myself,
+            job_id,
+            plan,
+            Runner::Shell(shell),
+            JobStart::Background { slot },
+        )
+        .await
+        .map(|()| started)
     }
 
     async fn start_job(
@@ -126,14 +273,18 @@ impl SessionState {
         myself: &ActorRef<SessionMsg>,
         job_id: JobId,
         plan: RunPlan,
-        shell: ActorRef<ShellMsg>,
+        runner: Runner,
         start: JobStart,
     ) -> Result<()> {
         let config = &self.args.config;
+        let (shell, pty_running) = match &runner {
+            Runner::Shell(shell) => (Some(shell.get_id()), false),
+            Runner::Pty(_) => (None, true),
+        };
         let args = JobArgs {
             job_id: job_id.clone(),
             plan,
-            shell: shell.clone(),
+            runner,
             start,
             slots: self.args.slots.clone(),
             notify: myself.get_derived(),
@@ -152,14 +303,17 @@ impl SessionState {
                     job_id,
                     JobEntry {
                         actor: job,
-                        shell: Some(shell.get_id()),
+                        shell,
+                        pty_running,
                     },
                 );
                 Ok(())
             }
             Err(err) => {
                 tracing::warn!(session = %self.args.id, %err, "could not start a job");
-                self.release_shell(myself, shell.get_id(), None).await;
+                if let Some(shell) = shell {
+                    self.release_shell(myself, shell, None).await;
+                }
                 Err(Error::Spawn {
                     what: "job".to_owned(),
                     message: err.to_string(),
@@ -229,9 +383,6 @@ impl SessionState {
         let timeout = resolve_timeout(request.timeout, &self.args.config.timeouts);
         let mut notices = Vec::new();
         notices.extend(timeout.notice.clone());
-        if request.pty {
-            notices.push(PTY_UNAVAILABLE_NOTICE.to_owned());
-        }
         Ok(RunPlan {
             label: job_label(&request.command),
             command,
@@ -295,10 +446,17 @@ impl SessionState {
         release: ShellRelease,
         deliver: bool,
     ) {
-        let Some(shell_id) = self.jobs.get_mut(job_id).and_then(|job| job.shell.take()) else {
+        let Some(job) = self.jobs.get_mut(job_id) else {
             return;
         };
-        self.release_shell(myself, shell_id, Some(release)).await;
+        if !job.pty_running && job.shell.is_none() {
+            // Already handled (a duplicate notice).
+            return;
+        }
+        job.pty_running = false;
+        if let Some(shell_id) = job.shell.take() {
+            self.release_shell(myself, shell_id, Some(release)).await;
+        }
         self.finished.push_back(job_id.clone());
         self.evict_old_jobs();
         if deliver {

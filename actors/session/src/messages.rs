@@ -2,6 +2,7 @@
 
 use ractor::RpcReplyPort;
 use shellvisor_actor_job::JobNotice;
+use shellvisor_actor_pty::PtyCall;
 use shellvisor_actor_shell::ShellNotice;
 use shellvisor_protocol::JobId;
 use shellvisor_protocol::JobInfo;
@@ -54,6 +55,13 @@ pub enum SessionMsg {
         job_id: JobId,
         /// Answered once the job has ended.
         reply: RpcReplyPort<Result<()>>,
+    },
+    /// An interactive call on a job's terminal.
+    Pty {
+        /// The job (of this session only).
+        job_id: JobId,
+        /// The call (it carries its reply port).
+        call: PtyCall,
     },
     /// The next finished background job whose result nobody has taken
     /// (answered when one finishes).

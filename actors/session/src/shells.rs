@@ -149,7 +149,7 @@ impl SessionState {
     /// The environment for a new shell: the primary's exported variables
     /// after its last completed run (minus reserved names), or the base
     /// environment before any.
-    async fn shell_env(&mut self) -> Vec<(OsString, OsString)> {
+    pub(crate) async fn shell_env(&mut self) -> Vec<(OsString, OsString)> {
         self.refresh_env_snapshot().await;
         if let Some(snapshot) = &self.env_snapshot {
             match parse_exported_env(snapshot) {

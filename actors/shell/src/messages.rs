@@ -105,6 +105,14 @@ pub enum RunEnd {
         /// Set when the runtime killed the shell.
         killed: Option<KillReason>,
     },
+    /// A run's own program (a terminal run: not a persistent shell) ended.
+    /// `killed` says whether the runtime killed it, and why.
+    ProgramExited {
+        /// How the program ended.
+        exit: ExitInfo,
+        /// Set when the runtime killed it.
+        killed: Option<KillReason>,
+    },
     /// The shell refused the run before anything ran (it had ended or was
     /// busy). Running it elsewhere cannot run it twice.
     Refused {

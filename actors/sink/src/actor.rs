@@ -145,7 +145,9 @@ impl SinkState {
             self.pending_offset = self.buffer.total_bytes() - chunk.len() as u64;
         }
         self.pending.extend_from_slice(chunk);
-        if self.pending.len() >= self.config.stream_max_event_bytes {
+        if self.pending.len() >= self.config.stream_max_event_bytes
+            || self.config.stream_throttle_ms == 0
+        {
             self.flush();
         } else if self.flush_timer.is_none() {
             let throttle = Duration::from_millis(self.config.stream_throttle_ms);

@@ -20,6 +20,7 @@ use shellvisor_policy::UrlResolver;
 use shellvisor_process::PrivateDir;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::Spawner;
+use shellvisor_process::pty::PtyBackend;
 use shellvisor_protocol::Config;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::SessionId;
@@ -64,6 +65,8 @@ pub struct SupervisorArgs {
     pub interceptor: Option<Arc<Interceptor>>,
     /// The host's resolvers for internal URL schemes.
     pub resolvers: Arc<Vec<Arc<dyn UrlResolver>>>,
+    /// Where pseudo-terminals come from.
+    pub pty_backend: Arc<dyn PtyBackend>,
 }
 
 /// The root supervisor's state.
@@ -213,6 +216,7 @@ impl SupervisorState {
             slots: slots.clone(),
             interceptor: self.args.interceptor.clone(),
             resolvers: Arc::clone(&self.args.resolvers),
+            pty_backend: Arc::clone(&self.args.pty_backend),
         };
         let (actor, _) = Actor::spawn_linked(None, Session, args, myself.get_cell())
             .await

@@ -21,6 +21,7 @@ mod sanitize;
 pub use head_tail::HeadTail;
 pub use render::RenderedOutput;
 pub use render::ResultTextParts;
+pub use render::awaiting_input_text;
 pub use render::background_text;
 pub use render::job_label;
 pub use render::render_output;

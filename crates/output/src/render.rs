@@ -268,6 +268,33 @@ pub fn background_text(job_id: &str, label: &str, preview: &str, notices: &[Stri
     text
 }
 
+/// The text answered when a foreground run on a terminal waits for input:
+/// the screen, notices, then how to answer it.
+///
+/// ```
+/// let text = shellvisor_output::awaiting_input_text("job_1", "read -p 'name? ' n", "name?", &[]);
+/// assert!(text.starts_with("name?\n\n"));
+/// assert!(text.contains("Job job_1 is waiting for terminal input: read -p 'name? ' n"));
+/// ```
+pub fn awaiting_input_text(job_id: &str, label: &str, screen: &str, notices: &[String]) -> String {
+    let mut text = String::new();
+    let screen = screen.trim_end();
+    if !screen.is_empty() {
+        text.push_str(screen);
+        text.push_str("\n\n");
+    }
+    if !notices.is_empty() {
+        text.push_str(&notices.join("\n"));
+        text.push_str("\n\n");
+    }
+    text.push_str(&format!(
+        "Job {job_id} is waiting for terminal input: {label}\n\
+         The screen is shown above. Send input or keys (Enter, C-c, C-d, ...) to the job to continue, \
+         or kill it; its result will be delivered automatically when it exits."
+    ));
+    text
+}
+
 /// `512B`, `80KB`, `3.4MB`.
 fn format_size(bytes: u64) -> String {
     const KIB: u64 = 1024;

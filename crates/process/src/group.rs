@@ -87,17 +87,10 @@ impl ProcessGroupId {
             .flatten()
             .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
             .filter(|pid| {
-                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                    return false;
-                };
-                // Fields after the parenthesised name: state ppid pgrp ...
-                let Some((_, rest)) = stat.rsplit_once(')') else {
-                    return false;
-                };
-                let mut fields = rest.split_ascii_whitespace();
-                let state = fields.next();
-                let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
-                state != Some("Z") && pgrp == Some(target)
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|stat| crate::posix_session::stat_fields(&stat))
+                    .is_some_and(|fields| fields.state != 'Z' && fields.pgrp == target)
             })
             .collect()
     }
@@ -115,6 +108,7 @@ impl fmt::Debug for ProcessGroupId {
 #[derive(Debug, Default)]
 pub struct ProcessRegistry {
     groups: DashSet<i32>,
+    sessions: DashSet<i32>,
 }
 
 impl ProcessRegistry {
@@ -123,18 +117,39 @@ impl ProcessRegistry {
         Arc::new(Self::default())
     }
 
-    /// Number of live groups.
+    /// Number of live groups and terminal sessions.
     pub fn len(&self) -> usize {
-        self.groups.len()
+        self.groups.len() + self.sessions.len()
     }
 
-    /// Whether no group is live.
+    /// Whether no group or terminal session is live.
     pub fn is_empty(&self) -> bool {
-        self.groups.is_empty()
+        self.groups.is_empty() && self.sessions.is_empty()
     }
 
-    /// SIGKILLs every registered group and forgets them.
+    pub(crate) fn insert_session(&self, sid: i32) {
+        self.sessions.insert(sid);
+    }
+
+    pub(crate) fn remove_session(&self, sid: i32) {
+        self.sessions.remove(&sid);
+    }
+
+    /// SIGKILLs every registered group and every member of every registered
+    /// terminal session, and forgets them.
     pub fn kill_all(&self) {
+        let sessions: Vec<i32> = self.sessions.iter().map(|s| *s).collect();
+        for raw in sessions {
+            if let Some(session) = crate::ProcessSessionId::new(raw)
+                && !session.kill_all(std::time::Duration::from_millis(200))
+            {
+                tracing::warn!(
+                    sid = raw,
+                    "terminal session still has members after SIGKILL"
+                );
+            }
+            self.sessions.remove(&raw);
+        }
         let groups: Vec<i32> = self.groups.iter().map(|g| *g).collect();
         for raw in groups {
             if let Some(group) = ProcessGroupId::new(raw)

@@ -12,6 +12,10 @@
 //! - [`ChildProcess`]: observes exit through a pidfd *without reaping*, so the
 //!   pid (and with it the process group id) cannot be reused until the runtime
 //!   has finished killing the group.
+//! - [`ProcessSessionId`], [`SessionGuard`]: every process group of a POSIX
+//!   session (job control on a terminal makes several), killed together.
+//! - [`pty`]: pseudo-terminals behind a backend trait, programs started on
+//!   them with the same containment, and "waiting for input" detection.
 //! - [`script`], [`StatusParser`], [`parse_exported_env`]: the shell protocol
 //!   (wrapper scripts, nonce-tagged status and environment records, `export -p`
 //!   snapshots).
@@ -27,6 +31,8 @@ mod envsnap;
 mod fifo;
 mod group;
 mod limits;
+mod posix_session;
+pub mod pty;
 pub mod script;
 mod shell_io;
 mod spawn;
@@ -44,6 +50,8 @@ pub use group::ProcessGroupId;
 pub use group::ProcessRegistry;
 pub use group::Signal;
 pub use limits::raise_fd_limit;
+pub use posix_session::ProcessSessionId;
+pub use posix_session::SessionGuard;
 pub use shell_io::CommandWriter;
 pub use shell_io::ShellFiles;
 pub use shell_io::StatusReader;

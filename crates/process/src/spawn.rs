@@ -67,7 +67,12 @@ pub fn spawn_shell(
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    install_child_setup(&mut command, status_write.as_raw_fd());
+    install_child_setup(
+        &mut command,
+        ChildSetup::Shell {
+            status_fd: status_write.as_raw_fd(),
+        },
+    );
     let mut child = command.spawn()?;
     drop(status_write);
     let stdin = child
@@ -92,23 +97,42 @@ pub fn spawn_shell(
 /// `close_range` is unavailable (Linux before 5.11).
 const FALLBACK_MAX_FD: i32 = 65_536;
 
+/// What a child needs besides a new session and its death signal.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ChildSetup {
+    /// A pipe-mode shell: the status pipe goes to fd 62.
+    Shell {
+        /// The status pipe's write end in the parent.
+        status_fd: i32,
+    },
+    /// A program on a pseudo-terminal: stdin (fd 0) is the terminal, which
+    /// becomes the new session's controlling terminal.
+    Terminal,
+}
+
 /// Runs in the forked child before `exec`: new session, death signal, no
-/// inherited descriptors but 0-2, and the status fd.
+/// inherited descriptors but 0-2 (and the status fd of a shell), and for a
+/// terminal program its controlling terminal.
 #[allow(unsafe_code)]
-fn install_child_setup(command: &mut Command, status_fd: i32) {
+pub(crate) fn install_child_setup(command: &mut Command, setup: ChildSetup) {
     let parent = std::process::id();
     // SAFETY: the closure runs between fork and exec, so it must only make
-    // async-signal-safe calls. It calls setsid, prctl, getppid, syscall
-    // (close_range), dup2 and fcntl through libc (all async-signal-safe),
-    // allocates nothing, and reports failure through
+    // async-signal-safe calls. It calls setsid, ioctl, prctl, getppid,
+    // syscall (close_range), dup2 and fcntl through libc (all
+    // async-signal-safe), allocates nothing, and reports failure through
     // io::Error::last_os_error, which only reads errno.
     unsafe {
         command.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
+            if let ChildSetup::Terminal = setup
+                && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
             // The embedding process may hold descriptors without FD_CLOEXEC
-            // (pipes, sockets, files); none of them may leak into shells.
+            // (pipes, sockets, files); none of them may leak into children.
             let flags = libc::CLOSE_RANGE_CLOEXEC as libc::c_long;
             if libc::syscall(
                 libc::SYS_close_range,
@@ -128,13 +152,15 @@ fn install_child_setup(command: &mut Command, status_fd: i32) {
             if libc::getppid() as u32 != parent {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
-            if status_fd == STATUS_FD {
-                // dup2 onto itself keeps FD_CLOEXEC (set just above); clear it.
-                if libc::fcntl(status_fd, libc::F_SETFD, 0) < 0 {
+            if let ChildSetup::Shell { status_fd } = setup {
+                if status_fd == STATUS_FD {
+                    // dup2 onto itself keeps FD_CLOEXEC (set just above); clear it.
+                    if libc::fcntl(status_fd, libc::F_SETFD, 0) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                } else if libc::dup2(status_fd, STATUS_FD) < 0 {
                     return Err(io::Error::last_os_error());
                 }
-            } else if libc::dup2(status_fd, STATUS_FD) < 0 {
-                return Err(io::Error::last_os_error());
             }
             Ok(())
         });

@@ -26,6 +26,8 @@ pub struct Config {
     pub policy: PolicyConfig,
     /// Job retention.
     pub jobs: JobsConfig,
+    /// Runs on a pseudo-terminal.
+    pub pty: PtyConfig,
     /// Directory for the runtime's private files (command scripts, FIFOs).
     /// Default: a fresh `shellvisor-<random>` directory (mode 0700) under
     /// `$XDG_RUNTIME_DIR`, `/dev/shm`, or the temporary directory, removed at shutdown.
@@ -248,6 +250,39 @@ impl Default for JobsConfig {
             retention_secs: 300,
             max_retained_per_session: 64,
             child_poll_ms: 1000,
+        }
+    }
+}
+
+/// Runs on a pseudo-terminal (`pty: true`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PtyConfig {
+    /// Offer pseudo-terminals at all. When false (or when one cannot be
+    /// opened), a `pty` request runs without one, with a notice.
+    pub enabled: bool,
+    /// PTY runs allowed at once per session (the reference allows one:
+    /// `PTY session already running`).
+    pub max_running_per_session: usize,
+    /// How often the terminal is checked for a program waiting for input,
+    /// in milliseconds. A state is reported after two agreeing checks.
+    pub input_probe_ms: u64,
+    /// Streaming coalesces terminal output over this period (0: every read
+    /// is sent at once, for keystroke echo).
+    pub stream_throttle_ms: u64,
+    /// After the program exits, how long its remaining output may take to
+    /// arrive before the terminal is closed, in milliseconds.
+    pub drain_ms: u64,
+}
+
+impl Default for PtyConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_running_per_session: 1,
+            input_probe_ms: 250,
+            stream_throttle_ms: 0,
+            drain_ms: 200,
         }
     }
 }

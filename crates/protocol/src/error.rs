@@ -30,6 +30,14 @@ pub enum ErrorCode {
     JobNotFound,
     /// The running-job cap is reached.
     JobLimitReached,
+    /// The session already runs as many PTY runs as allowed.
+    PtyBusy,
+    /// The job does not run on a pseudo-terminal (input, keys, resize and
+    /// screen need one).
+    NotInteractive,
+    /// Terminal input could not be delivered (the program has exited, or its
+    /// input is backed up).
+    InputRejected,
     /// An interceptor rule refused the command (use the named tool instead).
     Blocked,
     /// The requested output range is no longer available.
@@ -55,6 +63,9 @@ impl ErrorCode {
             ErrorCode::SessionNotFound => "session_not_found",
             ErrorCode::JobNotFound => "job_not_found",
             ErrorCode::JobLimitReached => "job_limit_reached",
+            ErrorCode::PtyBusy => "pty_busy",
+            ErrorCode::NotInteractive => "not_interactive",
+            ErrorCode::InputRejected => "input_rejected",
             ErrorCode::Blocked => "blocked",
             ErrorCode::OutputUnavailable => "output_unavailable",
             ErrorCode::ShuttingDown => "shutting_down",
@@ -152,6 +163,26 @@ pub enum Error {
         /// The cap that was reached.
         limit: usize,
     },
+    /// Returned for a `pty` run when the session already runs as many PTY
+    /// runs as allowed (the reference's text). Retry after one ends.
+    #[error("PTY session already running")]
+    PtyBusy {
+        /// The per-session cap.
+        limit: usize,
+    },
+    /// Input, keys, resize or screen asked of a job that does not run on a
+    /// pseudo-terminal.
+    #[error("job {id} does not run on a terminal (start it with pty: true)")]
+    NotInteractive {
+        /// The job's id.
+        id: String,
+    },
+    /// Terminal input was not delivered; nothing of it was written.
+    #[error("terminal input not delivered: {reason}")]
+    InputRejected {
+        /// Why.
+        reason: String,
+    },
     /// The byte range asked for is no longer held (not in memory and no
     /// artifact could be written).
     #[error("output unavailable: {reason}")]
@@ -192,6 +223,9 @@ impl Error {
             Error::SessionNotFound { .. } => ErrorCode::SessionNotFound,
             Error::JobNotFound { .. } => ErrorCode::JobNotFound,
             Error::JobLimitReached { .. } => ErrorCode::JobLimitReached,
+            Error::PtyBusy { .. } => ErrorCode::PtyBusy,
+            Error::NotInteractive { .. } => ErrorCode::NotInteractive,
+            Error::InputRejected { .. } => ErrorCode::InputRejected,
             Error::Blocked { .. } => ErrorCode::Blocked,
             Error::OutputUnavailable { .. } => ErrorCode::OutputUnavailable,
             Error::ShuttingDown => ErrorCode::ShuttingDown,

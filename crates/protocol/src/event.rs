@@ -33,6 +33,14 @@ pub enum SessionEvent {
         /// Whether its deadline fired.
         timed_out: bool,
     },
+    /// A run on a pseudo-terminal changed state (for example its program now
+    /// waits for input).
+    PtyState {
+        /// The run's id.
+        job_id: JobId,
+        /// Its new state.
+        state: crate::PtyState,
+    },
     /// This subscriber fell behind and `missed` events were dropped for it.
     /// Output can be re-read by offset from the job.
     Lagged {

@@ -28,9 +28,17 @@ pub struct RunRequest {
     /// the session's current directory. Like `cd`, it carries over to later calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// Run under a pseudo-terminal.
+    /// Run under a pseudo-terminal (`TERM=xterm-256color`), as a temporary
+    /// process rather than in the persistent shell: `cd` and `export` in it do
+    /// not carry over.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pty: bool,
+    /// Terminal width for a `pty` run (default 120, clamped to 20..=400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cols: Option<u16>,
+    /// Terminal height for a `pty` run (default 40, clamped to 5..=200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u16>,
     /// Start as a background job and answer at once with its id.
     #[serde(default, rename = "async", skip_serializing_if = "std::ops::Not::not")]
     pub run_async: bool,
@@ -77,6 +85,14 @@ impl RunRequest {
     #[must_use]
     pub fn pty(mut self, pty: bool) -> Self {
         self.pty = pty;
+        self
+    }
+
+    /// Sets the terminal size of a `pty` run (clamped when it starts).
+    #[must_use]
+    pub fn terminal_size(mut self, cols: u16, rows: u16) -> Self {
+        self.cols = Some(cols);
+        self.rows = Some(rows);
         self
     }
 }

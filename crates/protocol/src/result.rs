@@ -71,6 +71,9 @@ pub enum BackgroundReason {
     Requested,
     /// It outlived the auto-background timer.
     Timer,
+    /// It runs on a pseudo-terminal and its program waits for input: the
+    /// caller is answered with the screen so it can send some.
+    AwaitingInput,
 }
 
 /// Where a job stands.
@@ -109,6 +112,9 @@ pub struct JobInfo {
     pub exit_code: Option<i32>,
     /// Raw output bytes so far.
     pub output_bytes: u64,
+    /// For a run on a pseudo-terminal: running, awaiting input, or exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty_state: Option<crate::PtyState>,
 }
 
 /// A finished run: its exit status, output and the model-facing text.
@@ -143,6 +149,10 @@ pub struct RunResult {
     /// Whether a tool result built from this should be flagged as an error
     /// (non-zero exit, timeout or kill).
     pub is_error: bool,
+    /// For a run on a pseudo-terminal: the final screen, as rendered by the
+    /// terminal emulator (what a human would have seen last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen: Option<crate::Screen>,
 }
 
 /// Sizes of a run's raw output and of what the rendered text shows.

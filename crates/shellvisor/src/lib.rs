@@ -8,14 +8,18 @@
 //! session; [`Session::run`] runs a command and returns a [`RunOutcome`].
 //! [`Session::subscribe`] streams output as it is produced, with byte offsets;
 //! [`Session::read_output`] reads any byte range of a retained job's output.
+//! A run with `pty: true` gets a PtySession (a real pseudo-terminal) instead
+//! of a shell; [`Session::start_pty`] and [`PtyHandle`] drive it.
 //!
 //! Nothing the runtime starts outlives it: every shell leads its own process
 //! group, gets `SIGKILL` if the runtime's spawner thread ends, and is killed
 //! with its group by [`Runtime::shutdown`] or when the last handle is dropped.
 
+pub mod pty;
 mod runtime;
 mod session;
 
+pub use pty::PtyHandle;
 pub use runtime::Runtime;
 pub use runtime::RuntimeBuilder;
 pub use session::Session;
@@ -39,14 +43,18 @@ pub use shellvisor_protocol::JobsConfig;
 pub use shellvisor_protocol::OutputChunk;
 pub use shellvisor_protocol::OutputConfig;
 pub use shellvisor_protocol::PolicyConfig;
+pub use shellvisor_protocol::PtyConfig;
+pub use shellvisor_protocol::PtyState;
 pub use shellvisor_protocol::RestartConfig;
 pub use shellvisor_protocol::Result;
 pub use shellvisor_protocol::RunOutcome;
 pub use shellvisor_protocol::RunRequest;
 pub use shellvisor_protocol::RunResult;
+pub use shellvisor_protocol::Screen;
 pub use shellvisor_protocol::SessionEvent;
 pub use shellvisor_protocol::SessionId;
 pub use shellvisor_protocol::ShellConfig;
+pub use shellvisor_protocol::TerminalSize;
 pub use shellvisor_protocol::TimeoutConfig;
 pub use shellvisor_protocol::TimeoutInfo;
 pub use shellvisor_protocol::Truncation;

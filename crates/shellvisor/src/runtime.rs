@@ -21,6 +21,8 @@ use shellvisor_policy::default_intercept_rules;
 use shellvisor_process::PrivateDir;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::Spawner;
+use shellvisor_process::pty::PortablePty;
+use shellvisor_process::pty::PtyBackend;
 use shellvisor_protocol::Config;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::Result;
@@ -55,6 +57,7 @@ pub(crate) struct RuntimeInner {
 pub struct RuntimeBuilder {
     config: Config,
     resolvers: Vec<Arc<dyn UrlResolver>>,
+    pty_backend: Arc<dyn PtyBackend>,
 }
 
 impl RuntimeBuilder {
@@ -68,12 +71,21 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Opens pseudo-terminals for `pty` runs with `backend` instead of the
+    /// default ([`PortablePty`](crate::pty::PortablePty)). The runtime still
+    /// starts the programs itself, with its containment.
+    #[must_use]
+    pub fn pty_backend(mut self, backend: impl PtyBackend + 'static) -> Self {
+        self.pty_backend = Arc::new(backend);
+        self
+    }
+
     /// Starts the runtime (see [`Runtime::start`]).
     ///
     /// # Errors
     /// See [`Runtime::start`].
     pub async fn start(self) -> Result<Runtime> {
-        Runtime::start_with(self.config, self.resolvers).await
+        Runtime::start_with(self.config, self.resolvers, self.pty_backend).await
     }
 }
 
@@ -85,7 +97,7 @@ impl Runtime {
     /// When the runtime directory, the spawner thread or the supervisor cannot
     /// be created.
     pub async fn start(config: Config) -> Result<Runtime> {
-        Self::start_with(config, Vec::new()).await
+        Self::builder(config).start().await
     }
 
     /// A builder for a runtime with host extensions.
@@ -93,10 +105,15 @@ impl Runtime {
         RuntimeBuilder {
             config,
             resolvers: Vec::new(),
+            pty_backend: Arc::new(PortablePty),
         }
     }
 
-    async fn start_with(config: Config, resolvers: Vec<Arc<dyn UrlResolver>>) -> Result<Runtime> {
+    async fn start_with(
+        config: Config,
+        resolvers: Vec<Arc<dyn UrlResolver>>,
+        pty_backend: Arc<dyn PtyBackend>,
+    ) -> Result<Runtime> {
         let runtime_dir = match &config.runtime_dir {
             Some(parent) => {
                 std::fs::create_dir_all(parent)
@@ -157,6 +174,7 @@ impl Runtime {
             running_jobs: Arc::clone(&running_jobs),
             interceptor,
             resolvers: Arc::new(resolvers),
+            pty_backend,
         };
         let (root, _) = Actor::spawn(None, Supervisor, args)
             .await

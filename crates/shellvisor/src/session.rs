@@ -7,6 +7,7 @@ use std::time::Duration;
 use ractor::MessagingErr;
 use ractor::RpcReplyPort;
 use ractor::rpc::CallResult;
+use shellvisor_actor_pty::PtyCall;
 use shellvisor_actor_session::SessionMsg;
 use shellvisor_actor_supervisor::SessionEntry;
 use shellvisor_protocol::Error;
@@ -21,6 +22,7 @@ use shellvisor_protocol::SessionEvent;
 use shellvisor_protocol::SessionId;
 use tokio::sync::broadcast;
 
+use crate::pty::PtyHandle;
 use crate::runtime::RuntimeInner;
 
 /// A handle to one agent session: its persistent shell and its jobs. Cheap to
@@ -175,6 +177,46 @@ impl Session {
         self.call(SessionMsg::NextCompletion, None)
             .await
             .map(|result| *result)
+    }
+
+    /// Starts `request` on a pseudo-terminal as a background job (it needs
+    /// `jobs.async_enabled`, on by default) and returns a handle to drive it.
+    /// Where no terminal can be opened, the command runs without one (with a
+    /// notice in its result) and the handle's input calls answer
+    /// `not_interactive`.
+    ///
+    /// # Errors
+    /// As [`Session::run`], plus `pty_busy` when the session already runs
+    /// `pty.max_running_per_session` terminal runs, and `job_limit_reached`.
+    pub async fn start_pty(&self, request: RunRequest) -> Result<PtyHandle> {
+        let outcome = self.run(request.pty(true).run_async(true)).await?;
+        match outcome {
+            RunOutcome::Backgrounded(job) => Ok(PtyHandle::new(self.clone(), job.job_id)),
+            RunOutcome::Completed(result) => Ok(PtyHandle::new(self.clone(), result.job_id)),
+            _ => Err(Error::actor_gone("job")),
+        }
+    }
+
+    /// A handle to drive the terminal of a job of this session started with
+    /// `pty: true`. Nothing is checked until it is used.
+    pub fn pty(&self, job_id: &JobId) -> PtyHandle {
+        PtyHandle::new(self.clone(), job_id.clone())
+    }
+
+    pub(crate) async fn pty_call<T: Send + 'static>(
+        &self,
+        job_id: &JobId,
+        call: impl FnOnce(RpcReplyPort<Result<T>>) -> PtyCall,
+    ) -> Result<T> {
+        let job_id = job_id.clone();
+        self.call(
+            |reply| SessionMsg::Pty {
+                job_id,
+                call: call(reply),
+            },
+            None,
+        )
+        .await?
     }
 
     /// Background jobs running in this session (its cap,

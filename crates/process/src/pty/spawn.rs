@@ -1,0 +1,76 @@
+//! Starting a program on a terminal.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::Command;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use crate::child::ChildProcess;
+use crate::group::ProcessRegistry;
+use crate::posix_session::ProcessSessionId;
+use crate::posix_session::SessionGuard;
+use crate::spawn::ChildSetup;
+use crate::spawn::install_child_setup;
+
+/// How to start a program on a terminal.
+#[derive(Clone, Debug)]
+pub struct TerminalSpawnSpec {
+    /// The executable.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// The complete environment (nothing else is inherited).
+    pub env: Vec<(OsString, OsString)>,
+    /// Working directory.
+    pub cwd: PathBuf,
+}
+
+/// A program started on a terminal.
+#[derive(Debug)]
+pub struct SpawnedTerminalProgram {
+    /// The program (the session leader): exit watching and reaping.
+    pub child: ChildProcess,
+    /// Its session: every process group job control creates in it.
+    pub session: SessionGuard,
+}
+
+/// Starts `spec` as the leader of a new session whose controlling terminal is
+/// `slave` (its stdin, stdout and stderr), with `PR_SET_PDEATHSIG=SIGKILL` and
+/// no other descriptor inherited. The caller drops its copy of `slave`
+/// afterwards, so the terminal reports end of file once the program's side is
+/// closed.
+///
+/// Call it on the [`crate::Spawner`] thread so the death signal is tied to the runtime.
+///
+/// # Errors
+/// When a descriptor cannot be duplicated, or the fork or the exec fails.
+pub fn spawn_on_terminal(
+    spec: &TerminalSpawnSpec,
+    slave: &OwnedFd,
+    registry: &Arc<ProcessRegistry>,
+) -> io::Result<SpawnedTerminalProgram> {
+    let mut command = Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::from(slave.try_clone()?))
+        .stdout(Stdio::from(slave.try_clone()?))
+        .stderr(Stdio::from(slave.try_clone()?));
+    install_child_setup(&mut command, ChildSetup::Terminal);
+    let child = command.spawn()?;
+    // The Command's copies of the slave close with it.
+    drop(command);
+    let pid = i32::try_from(child.id()).map_err(|_| io::Error::other("pid out of range"))?;
+    let process = ChildProcess::new(pid)?;
+    let session = ProcessSessionId::new(pid)
+        .ok_or_else(|| io::Error::other(format!("refusing to manage session {pid}")))?;
+    Ok(SpawnedTerminalProgram {
+        child: process,
+        session: SessionGuard::new(session, Arc::clone(registry)),
+    })
+}
