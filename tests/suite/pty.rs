@@ -361,3 +361,47 @@ async fn a_terminal_run_sees_a_terminal_and_the_session_environment() {
     );
     assert!(!result.shell_restarted);
 }
+
+#[tokio::test]
+async fn terminal_runs_use_the_job_machinery_auto_background_and_output_limits() {
+    let mut config = Config::default();
+    config.jobs.auto_background = true;
+    config.jobs.auto_background_secs = 0;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("pty-jobs").await;
+    // The timer backgrounds a busy terminal run at once; its result arrives once.
+    let outcome = tokio::time::timeout(
+        RUN_DEADLINE,
+        session.run(RunRequest::new("sleep 0.5; seq 1 100000").pty(true)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let RunOutcome::Backgrounded(job) = outcome else {
+        panic!("expected a background job, got {outcome:?}");
+    };
+    assert_eq!(job.reason, BackgroundReason::Timer);
+    let result = tokio::time::timeout(RUN_DEADLINE, session.next_completion())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(result.job_id, job.job_id);
+    assert_eq!(result.exit_code, Some(0));
+    // 100,000 lines through a terminal (`\r\n` line ends) exceed the inline
+    // cap: the text is cut, the artifact holds every byte.
+    let expected: String = (1..=100_000).map(|i| format!("{i}\r\n")).collect();
+    assert!(result.truncation.truncated);
+    assert_eq!(result.truncation.total_bytes, expected.len() as u64);
+    let artifact = result.truncation.artifact.as_ref().expect("an artifact");
+    let saved = std::fs::read(&artifact.path).unwrap();
+    assert!(
+        saved == expected.as_bytes(),
+        "artifact differs ({} bytes)",
+        saved.len()
+    );
+    assert!(
+        result.output.ends_with("\n100000\n"),
+        "{:?}",
+        &result.output[result.output.len() - 40..]
+    );
+}

@@ -3,12 +3,16 @@
 //! - `shellvisor run [--session ID] [--timeout S] [--cwd DIR] -- COMMAND`:
 //!   runs one command under the runtime, streams its output live to the
 //!   terminal and exits with its exit code (124 when its deadline fired).
+//! - `shellvisor run --pty -- COMMAND`: the same on a pseudo-terminal, with
+//!   this terminal attached (raw mode, resizes forwarded) for a manual check.
 //! - `shellvisor config`: prints the configuration in effect as TOML.
 //!
 //! stdout carries only the command's output (the protocol, for the server
 //! modes); logs go to stderr, filtered by `SHELLVISOR_LOG` (default `warn`).
 
+mod attach;
 mod config;
+mod printer;
 mod run;
 
 use std::ffi::OsString;

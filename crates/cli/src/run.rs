@@ -12,12 +12,12 @@ use shellvisor::RunResult;
 use shellvisor::Runtime;
 use shellvisor::Session;
 use shellvisor::SessionEvent;
-use tokio::io::AsyncWriteExt;
+
+use crate::attach::attach;
+use crate::printer::OutputPrinter;
 
 /// Exit code when the deadline fired (as `timeout(1)` uses).
 const TIMED_OUT_EXIT: u8 = 124;
-/// Largest read when filling a gap in the streamed output.
-const GAP_READ_BYTES: usize = 1 << 20;
 /// How long one wait for a background job lasts before waiting again.
 const WAIT_SLICE: Duration = Duration::from_secs(3600);
 
@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// Turn the run into a background job after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     pub auto_background: Option<u64>,
+    /// Run on a pseudo-terminal with this terminal attached: keystrokes go to
+    /// the program (raw mode when stdin is a terminal), its screen comes back.
+    #[arg(long, conflicts_with_all = ["run_async", "auto_background"])]
+    pub pty: bool,
     /// The command (joined with spaces into one shell command line).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
@@ -52,7 +56,11 @@ pub(crate) async fn run(mut config: Config, args: RunArgs) -> anyhow::Result<Exi
     let runtime = Runtime::start(config)
         .await
         .context("starting the runtime")?;
-    let outcome = run_in(&runtime, args).await;
+    let outcome = if args.pty {
+        attach(&runtime, args).await
+    } else {
+        run_in(&runtime, args).await
+    };
     runtime.shutdown().await;
     outcome
 }
@@ -82,9 +90,8 @@ async fn run_in(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
     let running = session.clone();
     let mut phase = Phase::Calling(tokio::spawn(async move { running.run(request).await }));
 
-    let mut stdout = tokio::io::stdout();
+    let mut printer = OutputPrinter::new(session.clone());
     let mut job: Option<JobId> = None;
-    let mut printed: u64 = 0;
     let result = loop {
         let finished = async {
             anyhow::Ok(match &mut phase {
@@ -107,28 +114,25 @@ async fn run_in(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
                 }
                 Answer::Outcome(_) => anyhow::bail!("unexpected outcome"),
             },
-            event = events.recv() => match event {
-                Some(SessionEvent::JobStarted { job_id, .. }) if job.is_none() => job = Some(job_id),
-                Some(SessionEvent::Output { job_id, offset, data }) if job.as_ref() == Some(&job_id) => {
-                    if offset > printed {
-                        printed = fill_gap(&session, &job_id, printed, offset, &mut stdout).await?;
-                    }
-                    if offset == printed {
-                        stdout.write_all(&data).await?;
-                        stdout.flush().await?;
-                        printed += data.len() as u64;
+            Some(event) = events.recv() => match event {
+                SessionEvent::JobStarted { job_id, .. } if job.is_none() => job = Some(job_id),
+                event => {
+                    if let Some(job) = &job {
+                        printer.on_event(job, &event).await?;
                     }
                 }
-                _ => {}
             },
         }
     };
     // Whatever the stream did not deliver (a lagging subscriber) is read back.
-    let total = result.truncation.total_bytes;
-    if printed < total {
-        fill_gap(&session, &result.job_id, printed, total, &mut stdout).await?;
-    }
-    stdout.flush().await?;
+    printer
+        .finish(&result.job_id, result.truncation.total_bytes)
+        .await?;
+    Ok(exit_code(&result))
+}
+
+/// Reports a finished run's notices and maps it to an exit code.
+pub(crate) fn exit_code(result: &RunResult) -> ExitCode {
     for notice in &result.notices {
         eprintln!("shellvisor: {notice}");
     }
@@ -137,41 +141,19 @@ async fn run_in(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
             "shellvisor: [Command timed out after {} seconds]",
             result.timeout.effective_secs.unwrap_or(0)
         );
-        return Ok(ExitCode::from(TIMED_OUT_EXIT));
+        return ExitCode::from(TIMED_OUT_EXIT);
     }
-    Ok(match result.exit_code {
+    match result.exit_code {
         Some(code) => ExitCode::from(u8::try_from(code.rem_euclid(256)).unwrap_or(1)),
         None => ExitCode::from(1),
-    })
+    }
 }
 
 /// Waits for a background job's result, however long it runs.
-async fn wait_for(session: &Session, job: &JobId) -> shellvisor::Result<RunResult> {
+pub(crate) async fn wait_for(session: &Session, job: &JobId) -> shellvisor::Result<RunResult> {
     loop {
         if let Some(result) = session.wait(job, WAIT_SLICE).await? {
             return Ok(result);
         }
     }
-}
-
-/// Writes bytes `[from, to)` of a job's output, read back by offset.
-async fn fill_gap(
-    session: &Session,
-    job: &JobId,
-    mut from: u64,
-    to: u64,
-    stdout: &mut tokio::io::Stdout,
-) -> anyhow::Result<u64> {
-    while from < to {
-        let want = usize::try_from(to - from)
-            .unwrap_or(GAP_READ_BYTES)
-            .min(GAP_READ_BYTES);
-        let chunk = session.read_output(job, from, want).await?;
-        if chunk.data.is_empty() {
-            break;
-        }
-        stdout.write_all(&chunk.data).await?;
-        from += chunk.data.len() as u64;
-    }
-    Ok(from)
 }

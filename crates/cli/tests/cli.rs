@@ -105,3 +105,29 @@ fn run_async_and_auto_background_stream_and_exit_with_the_jobs_status() {
     assert_eq!(output.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&output.stderr).contains("Background job job_"));
 }
+
+#[test]
+fn run_pty_forwards_stdin_to_a_terminal_and_exits_with_the_status() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = shellvisor()
+        .args([
+            "run",
+            "--pty",
+            "--timeout",
+            "30",
+            "--",
+            "test -t 0 && echo tty; read x; echo hi $x; exit 3",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"bob\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("tty\r\n"), "{stdout:?}");
+    assert!(stdout.contains("hi bob\r\n"), "{stdout:?}");
+    assert_eq!(output.status.code(), Some(3));
+}

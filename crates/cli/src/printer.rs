@@ -1,0 +1,79 @@
+//! Printing a job's output in order from the session's event stream, reading
+//! back by offset whatever the stream did not deliver.
+
+use shellvisor::JobId;
+use shellvisor::Session;
+use shellvisor::SessionEvent;
+use tokio::io::AsyncWriteExt;
+
+/// Largest read when filling a gap in the streamed output.
+const GAP_READ_BYTES: usize = 1 << 20;
+
+/// Writes one job's raw output to stdout, byte-exact and in order.
+#[derive(Debug)]
+pub(crate) struct OutputPrinter {
+    session: Session,
+    stdout: tokio::io::Stdout,
+    printed: u64,
+}
+
+impl OutputPrinter {
+    pub(crate) fn new(session: Session) -> Self {
+        Self {
+            session,
+            stdout: tokio::io::stdout(),
+            printed: 0,
+        }
+    }
+
+    /// Prints the event's bytes if it is output of `job`.
+    pub(crate) async fn on_event(
+        &mut self,
+        job: &JobId,
+        event: &SessionEvent,
+    ) -> anyhow::Result<()> {
+        let SessionEvent::Output {
+            job_id,
+            offset,
+            data,
+        } = event
+        else {
+            return Ok(());
+        };
+        if job_id != job {
+            return Ok(());
+        }
+        if *offset > self.printed {
+            self.fill(job, *offset).await?;
+        }
+        if *offset == self.printed {
+            self.stdout.write_all(data).await?;
+            self.stdout.flush().await?;
+            self.printed += data.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Prints whatever of the first `total` bytes was not printed yet.
+    pub(crate) async fn finish(&mut self, job: &JobId, total: u64) -> anyhow::Result<()> {
+        self.fill(job, total).await?;
+        self.stdout.flush().await?;
+        Ok(())
+    }
+
+    /// Writes bytes `[printed, to)` of the job's output, read back by offset.
+    async fn fill(&mut self, job: &JobId, to: u64) -> anyhow::Result<()> {
+        while self.printed < to {
+            let want = usize::try_from(to - self.printed)
+                .unwrap_or(GAP_READ_BYTES)
+                .min(GAP_READ_BYTES);
+            let chunk = self.session.read_output(job, self.printed, want).await?;
+            if chunk.data.is_empty() {
+                break;
+            }
+            self.stdout.write_all(&chunk.data).await?;
+            self.printed += chunk.data.len() as u64;
+        }
+        Ok(())
+    }
+}
