@@ -381,3 +381,41 @@ async fn finished_jobs_are_evicted_after_retention_but_undelivered_results_wait(
     assert_eq!(done.output, "waiting for you\n");
     rt.runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_started_run_names_its_job_before_it_ends_and_can_be_killed_by_it() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("start-run").await;
+    let run = session
+        .start_run(RunRequest::new("echo started; sleep 60"))
+        .await
+        .unwrap();
+    let job_id = run.job_id().clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = session.job(&job_id).await.unwrap();
+        assert_eq!(info.state, JobState::Running);
+        if info.output_bytes > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no output");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    session.kill(&job_id).await.unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(30), run.outcome())
+        .await
+        .unwrap()
+        .unwrap()
+        .completed()
+        .unwrap();
+    assert_eq!(result.job_id, job_id);
+    assert!(result.killed, "{}", result.text);
+    assert!(result.output.contains("started"));
+    // A request refused before any job exists is an error at once.
+    let refused = session
+        .start_run(RunRequest::new("true").env("1BAD", "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::InvalidEnvName);
+    rt.assert_no_sleepers_within(Duration::from_secs(5)).await;
+}

@@ -104,6 +104,9 @@ pub struct SessionState {
     /// Callers waiting for the next completion.
     pub(crate) completion_waiters: VecDeque<RpcReplyPort<Box<RunResult>>>,
     pub(crate) budget: RestartBudget,
+    /// Who wants the job id of the run being admitted (set only while a
+    /// `Run` message is handled).
+    pub(crate) started: Option<tokio::sync::oneshot::Sender<JobId>>,
     pub(crate) unavailable_until: Option<Instant>,
 }
 
@@ -169,6 +172,7 @@ impl Actor for Session {
             completions: VecDeque::new(),
             completion_waiters: VecDeque::new(),
             unavailable_until: None,
+            started: None,
         })
     }
 
@@ -191,7 +195,15 @@ impl Actor for Session {
         state: &mut SessionState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         match message {
-            SessionMsg::Run { request, reply } => state.run(&myself, request, reply).await,
+            SessionMsg::Run {
+                request,
+                reply,
+                started,
+            } => {
+                state.started = started;
+                state.run(&myself, request, reply).await;
+                state.started = None;
+            }
             SessionMsg::ReadOutput {
                 job_id,
                 offset,

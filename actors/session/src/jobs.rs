@@ -297,6 +297,9 @@ impl SessionState {
         match Actor::spawn_linked(None, Job, args, myself.get_cell()).await {
             Ok((job, _)) => {
                 tracing::trace!(target: "shellvisor::stage", "session: job spawned");
+                if let Some(started) = self.started.take() {
+                    let _ = started.send(job_id.clone());
+                }
                 self.job_ids.insert(job.get_id(), job_id.clone());
                 self.job_order.push_back(job_id.clone());
                 self.jobs.insert(

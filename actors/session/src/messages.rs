@@ -21,6 +21,9 @@ pub enum SessionMsg {
         request: RunRequest,
         /// The caller.
         reply: RpcReplyPort<Result<RunOutcome>>,
+        /// Told the run's job id as soon as its Job exists (dropped unsent
+        /// when the request is refused before that).
+        started: Option<tokio::sync::oneshot::Sender<JobId>>,
     },
     /// Read a job's raw output by offset.
     ReadOutput {

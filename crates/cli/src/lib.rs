@@ -5,6 +5,7 @@
 //!   terminal and exits with its exit code (124 when its deadline fired).
 //! - `shellvisor run --pty -- COMMAND`: the same on a pseudo-terminal, with
 //!   this terminal attached (raw mode, resizes forwarded) for a manual check.
+//! - `shellvisor mcp`: a Model Context Protocol server on stdio.
 //! - `shellvisor config`: prints the configuration in effect as TOML.
 //!
 //! stdout carries only the command's output (the protocol, for the server
@@ -12,6 +13,7 @@
 
 mod attach;
 mod config;
+mod mcp;
 mod printer;
 mod run;
 
@@ -43,6 +45,9 @@ pub struct Cli {
 pub enum Command {
     /// Run one command, stream its output, exit with its exit code.
     Run(run::RunArgs),
+    /// Serve the Model Context Protocol on stdin/stdout (tools: bash, job_*,
+    /// write_stdin, pty_screen) until stdin closes.
+    Mcp(mcp::McpArgs),
     /// Print the configuration in effect (the defaults, or `--config` applied), as TOML.
     Config,
 }
@@ -73,6 +78,7 @@ where
     runtime.block_on(async move {
         match cli.command {
             Command::Run(args) => run::run(config, args).await,
+            Command::Mcp(args) => mcp::mcp(config, args).await,
             Command::Config => Ok(ExitCode::SUCCESS),
         }
     })

@@ -22,6 +22,7 @@ mod session;
 pub use pty::PtyHandle;
 pub use runtime::Runtime;
 pub use runtime::RuntimeBuilder;
+pub use session::RunHandle;
 pub use session::Session;
 pub use session::Subscription;
 pub use shellvisor_policy::SkillResolver;

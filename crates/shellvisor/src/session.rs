@@ -62,14 +62,52 @@ impl Session {
     /// `shutting_down`, and `actor_gone` if the run's actor was killed before
     /// answering (the command may have run; it is never retried).
     pub async fn run(&self, request: RunRequest) -> Result<RunOutcome> {
+        self.send_run(request, None).await
+    }
+
+    /// Starts a run like [`Session::run`] and returns as soon as its job
+    /// exists, with a handle that knows the job id (to follow its output in
+    /// [`Session::subscribe`], or to kill it) and resolves to the same outcome.
+    ///
+    /// # Errors
+    /// As [`Session::run`], for a request refused before it started.
+    pub async fn start_run(&self, request: RunRequest) -> Result<RunHandle> {
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let session = self.clone();
+        let mut outcome =
+            tokio::spawn(async move { session.send_run(request, Some(started_tx)).await });
+        match started_rx.await {
+            Ok(job_id) => Ok(RunHandle { job_id, outcome }),
+            // Refused before a job existed: the call's own answer says why.
+            Err(_) => match (&mut outcome).await {
+                Ok(Ok(_)) => Err(Error::actor_gone("job")),
+                Ok(Err(err)) => Err(err),
+                Err(_) => Err(Error::actor_gone("session")),
+            },
+        }
+    }
+
+    async fn send_run(
+        &self,
+        request: RunRequest,
+        started: Option<tokio::sync::oneshot::Sender<JobId>>,
+    ) -> Result<RunOutcome> {
         self.runtime.check_running()?;
         let mut request = request;
+        let mut started = started;
         // One retry, and only when the message never reached the session
         // (its actor had stopped): the command cannot have run.
         for attempt in 0..2 {
             let actor = self.entry()?.actor;
             match actor
-                .call(|reply| SessionMsg::Run { request, reply }, None)
+                .call(
+                    |reply| SessionMsg::Run {
+                        request,
+                        reply,
+                        started,
+                    },
+                    None,
+                )
                 .await
             {
                 Ok(CallResult::Success(result)) => return result,
@@ -77,9 +115,12 @@ impl Session {
                     return Err(Error::actor_gone("job"));
                 }
                 Err(MessagingErr::SendErr(SessionMsg::Run {
-                    request: unsent, ..
+                    request: unsent,
+                    started: unsent_started,
+                    ..
                 })) if attempt == 0 => {
                     request = unsent;
+                    started = unsent_started;
                     self.reopen().await?;
                 }
                 Err(_) => return Err(Error::actor_gone("session")),
@@ -268,6 +309,30 @@ impl Session {
             *current = entry;
         }
         Ok(())
+    }
+}
+
+/// A run that has started: its job id now, its outcome later.
+#[derive(Debug)]
+pub struct RunHandle {
+    job_id: JobId,
+    outcome: tokio::task::JoinHandle<Result<RunOutcome>>,
+}
+
+impl RunHandle {
+    /// The run's job id.
+    pub fn job_id(&self) -> &JobId {
+        &self.job_id
+    }
+
+    /// Waits for the run's outcome (what [`Session::run`] would have returned).
+    ///
+    /// # Errors
+    /// As [`Session::run`].
+    pub async fn outcome(self) -> Result<RunOutcome> {
+        self.outcome
+            .await
+            .unwrap_or_else(|_| Err(Error::actor_gone("session")))
     }
 }
 

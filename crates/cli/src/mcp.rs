@@ -1,0 +1,38 @@
+//! `shellvisor mcp`: a Model Context Protocol server on stdio.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use shellvisor::Config;
+use shellvisor::Runtime;
+use shellvisor_mcp::McpOptions;
+
+/// Arguments of `shellvisor mcp`.
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    /// Session used by calls that name none (default: one per connection).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Answer foreground runs that outlive this many seconds as background
+    /// jobs (hosts often give up on a call after 60 s).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub auto_background_secs: u64,
+    /// Keep foreground runs in the foreground until they finish or time out.
+    #[arg(long, conflicts_with = "auto_background_secs")]
+    pub no_auto_background: bool,
+}
+
+pub(crate) async fn mcp(mut config: Config, args: McpArgs) -> anyhow::Result<ExitCode> {
+    config.jobs.auto_background = !args.no_auto_background;
+    config.jobs.auto_background_secs = args.auto_background_secs;
+    let runtime = Runtime::start(config)
+        .await
+        .context("starting the runtime")?;
+    let default_session = args
+        .session
+        .unwrap_or_else(|| format!("mcp-{}", std::process::id()));
+    shellvisor_mcp::serve_stdio(runtime, McpOptions { default_session })
+        .await
+        .context("serving MCP on stdio")?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,19 @@
+//! shellvisor as a Model Context Protocol server.
+//!
+//! [`serve_stdio`] serves one MCP connection on stdin/stdout until the client
+//! closes it, then shuts the runtime down (killing everything it started).
+//! Tools: `bash`, `job_output`, `job_wait`, `job_kill`, `job_list`,
+//! `write_stdin` and `pty_screen` (see [`tool_definitions`]). Shell sessions
+//! are keyed by the `session_id` argument (default: one per connection),
+//! never by transport state.
+//!
+//! All `rmcp` types stay inside the `server` module, so the next major
+//! version of the SDK is a local change.
+
+mod server;
+mod tools;
+
+pub use server::McpOptions;
+pub use server::serve;
+pub use server::serve_stdio;
+pub use server::tool_definitions;

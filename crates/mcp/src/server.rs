@@ -1,0 +1,419 @@
+//! The rmcp adapter: the only module that sees MCP's wire types.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::RoleServer;
+use rmcp::ServerHandler;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::model::CallToolResponse;
+use rmcp::model::CallToolResult;
+use rmcp::model::ContentBlock;
+use rmcp::model::Implementation;
+use rmcp::model::ListToolsResult;
+use rmcp::model::PaginatedRequestParams;
+use rmcp::model::ProgressNotificationParam;
+use rmcp::model::ProgressToken;
+use rmcp::model::ServerCapabilities;
+use rmcp::model::ServerConfig;
+use rmcp::model::Tool;
+use rmcp::service::RequestContext;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use shellvisor::JobId;
+use shellvisor::Runtime;
+use shellvisor::Session;
+use shellvisor::SessionEvent;
+
+use crate::tools::BashArgs;
+use crate::tools::DEFAULT_OUTPUT_BYTES;
+use crate::tools::JobArgs;
+use crate::tools::JobList;
+use crate::tools::JobListArgs;
+use crate::tools::JobOutputArgs;
+use crate::tools::JobWaitArgs;
+use crate::tools::MAX_OUTPUT_BYTES;
+use crate::tools::OutputReport;
+use crate::tools::RunReport;
+use crate::tools::ScreenReport;
+use crate::tools::WriteStdinArgs;
+use crate::tools::wait_timeout;
+use crate::tools::write_and_settle;
+
+/// How often a running `bash` call reports progress (when asked to).
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// How much of the output's end a progress message may show.
+const PROGRESS_TAIL_BYTES: usize = 200;
+
+/// How the MCP server behaves.
+#[derive(Clone, Debug)]
+pub struct McpOptions {
+    /// The session used when a call names none.
+    pub default_session: String,
+}
+
+/// The server for one MCP connection.
+#[derive(Clone, Debug)]
+struct ShellServer {
+    runtime: Runtime,
+    options: Arc<McpOptions>,
+}
+
+/// Serves MCP on stdin/stdout until the client closes the connection, then
+/// shuts `runtime` down.
+///
+/// # Errors
+/// When the connection cannot be set up or fails.
+pub async fn serve_stdio(runtime: Runtime, options: McpOptions) -> std::io::Result<()> {
+    serve(runtime, options, (tokio::io::stdin(), tokio::io::stdout())).await
+}
+
+/// Serves MCP on any byte stream pair (stdio, a socket, an in-memory pipe)
+/// until it closes, then shuts `runtime` down.
+///
+/// # Errors
+/// When the connection cannot be set up or fails.
+pub async fn serve<R, W>(runtime: Runtime, options: McpOptions, io: (R, W)) -> std::io::Result<()>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let server = ShellServer {
+        runtime: runtime.clone(),
+        options: Arc::new(options),
+    };
+    let served = match server.serve(io).await {
+        Ok(running) => running
+            .waiting()
+            .await
+            .map(|_| ())
+            .map_err(|err| std::io::Error::other(err.to_string())),
+        Err(err) => Err(std::io::Error::other(err.to_string())),
+    };
+    runtime.shutdown().await;
+    served
+}
+
+/// The tool list as JSON (name, description, input and output schemas), as
+/// `tools/list` returns it.
+pub fn tool_definitions() -> serde_json::Value {
+    serde_json::to_value(tools()).unwrap_or(serde_json::Value::Null)
+}
+
+fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
+    name: &'static str,
+    description: &'static str,
+) -> Tool {
+    Tool::new(
+        name,
+        description,
+        rmcp::handler::server::tool::schema_for_type::<A>(),
+    )
+    .with_output_schema::<O>()
+}
+
+fn tools() -> Vec<Tool> {
+    vec![
+        tool::<BashArgs, RunReport>(
+            "bash",
+            "Run a bash command in a persistent shell session (cwd and exported variables carry over between calls). \
+             Long runs are answered early as background jobs (status `background`): follow them with job_wait, job_output \
+             and job_kill. With `pty: true` the command runs on a terminal; if it waits for input the call answers with the \
+             screen (state `awaiting_input`): continue with write_stdin.",
+        ),
+        tool::<JobOutputArgs, OutputReport>(
+            "job_output",
+            "Read a job's raw output by byte offset (the complete output, also when the bash result was truncated).",
+        ),
+        tool::<JobWaitArgs, RunReport>(
+            "job_wait",
+            "Wait up to `timeout` seconds (default 30, at most 50) for a background job to finish and return its result.",
+        ),
+        tool::<JobArgs, RunReport>(
+            "job_kill",
+            "Kill a job's whole process tree (SIGTERM, then SIGKILL) and return its result.",
+        ),
+        tool::<JobListArgs, JobList>(
+            "job_list",
+            "List a session's jobs, running and recently finished.",
+        ),
+        tool::<WriteStdinArgs, ScreenReport>(
+            "write_stdin",
+            "Type text and/or press keys in a terminal job (a `pty: true` run), then return its screen once it waits for \
+             input again, exits, or `wait_ms` passes.",
+        ),
+        tool::<JobArgs, ScreenReport>(
+            "pty_screen",
+            "The current screen of a terminal job, as a human would see it, with its state.",
+        ),
+    ]
+}
+
+impl ShellServer {
+    async fn session(&self, id: Option<&str>) -> shellvisor::Result<(Session, String)> {
+        let id = id.unwrap_or(&self.options.default_session).to_owned();
+        Ok((self.runtime.session(id.as_str()).await?, id))
+    }
+
+    async fn bash(
+        &self,
+        args: BashArgs,
+        context: &RequestContext<RoleServer>,
+    ) -> shellvisor::Result<CallToolResult> {
+        let (session, session_id) = self.session(args.session_id.as_deref()).await?;
+        let request = args.request();
+        if request.run_async {
+            let outcome = session.run(request).await?;
+            return Ok(report(RunReport::from_outcome(&session_id, &outcome)));
+        }
+        let mut events = session.subscribe();
+        let run = session.start_run(request).await?;
+        let job_id = run.job_id().clone();
+        let mut outcome = std::pin::pin!(run.outcome());
+        let progress_token = context.meta.get_progress_token();
+        let mut ticker = tokio::time::interval(PROGRESS_INTERVAL);
+        ticker.tick().await;
+        let mut tail: Vec<u8> = Vec::new();
+        let mut total: u64 = 0;
+        let mut reported: u64 = 0;
+        loop {
+            tokio::select! {
+                outcome = &mut outcome => {
+                    return Ok(report(RunReport::from_outcome(&session_id, &outcome?)));
+                }
+                () = context.ct.cancelled() => {
+                    // A cancelled call interrupts its foreground command.
+                    tracing::debug!(job = %job_id, "call cancelled; killing its command");
+                    session.kill(&job_id).await?;
+                    return Err(shellvisor::Error::InvalidRequest { message: "cancelled".to_owned() });
+                }
+                event = events.recv(), if progress_token.is_some() => {
+                    if let Some(SessionEvent::Output { job_id: id, offset, data }) = event
+                        && id == job_id
+                    {
+                        total = offset + data.len() as u64;
+                        tail.extend_from_slice(&data);
+                        let excess = tail.len().saturating_sub(PROGRESS_TAIL_BYTES * 4);
+                        tail.drain(..excess);
+                    }
+                }
+                _ = ticker.tick(), if progress_token.is_some() => {
+                    if let Some(token) = &progress_token
+                        && total > reported
+                    {
+                        reported = total;
+                        notify_progress(context, token.clone(), total, last_line(&tail)).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn call(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let outcome = match name {
+            "bash" => self.bash(parse(arguments)?, context).await,
+            "job_output" => self.job_output(parse(arguments)?).await,
+            "job_wait" => self.job_wait(parse(arguments)?).await,
+            "job_kill" => self.job_kill(parse(arguments)?).await,
+            "job_list" => self.job_list(parse(arguments)?).await,
+            "write_stdin" => self.write_stdin(parse(arguments)?).await,
+            "pty_screen" => self.pty_screen(parse(arguments)?).await,
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool: {other}"),
+                    None,
+                ));
+            }
+        };
+        // Errors of the runtime (a refused request, an unknown job) are tool
+        // errors the model should read, with their stable code.
+        Ok(outcome.unwrap_or_else(|err| {
+            let mut result = CallToolResult::error(vec![ContentBlock::text(err.to_string())]);
+            result.structured_content = Some(serde_json::json!({
+                "error": err.code().as_str(),
+                "message": err.to_string(),
+            }));
+            result
+        }))
+    }
+
+    async fn job_output(&self, args: JobOutputArgs) -> shellvisor::Result<CallToolResult> {
+        let (session, _) = self.session(args.session_id.as_deref()).await?;
+        let job_id = JobId::new(args.job_id.clone());
+        let offset = args.offset.unwrap_or(0);
+        let max = args
+            .max_bytes
+            .unwrap_or(DEFAULT_OUTPUT_BYTES)
+            .min(MAX_OUTPUT_BYTES);
+        let chunk = session.read_output(&job_id, offset, max).await?;
+        let bytes = chunk.data.len() as u64;
+        let structured = OutputReport {
+            job_id: args.job_id,
+            offset: chunk.offset,
+            bytes,
+            next_offset: chunk.offset + bytes,
+            total_bytes: chunk.total_bytes,
+            closed: chunk.closed,
+        };
+        let text = String::from_utf8_lossy(&chunk.data).into_owned();
+        Ok(report((structured, text, false)))
+    }
+
+    async fn job_wait(&self, args: JobWaitArgs) -> shellvisor::Result<CallToolResult> {
+        let (session, session_id) = self.session(args.session_id.as_deref()).await?;
+        let job_id = JobId::new(args.job_id);
+        match session.wait(&job_id, wait_timeout(args.timeout)).await? {
+            Some(result) => Ok(report((
+                RunReport::from_result(&session_id, &result),
+                result.text.clone(),
+                result.is_error,
+            ))),
+            None => {
+                let info = session.job(&job_id).await?;
+                let (structured, text) = RunReport::running(&session_id, &info);
+                Ok(report((structured, text, false)))
+            }
+        }
+    }
+
+    async fn job_kill(&self, args: JobArgs) -> shellvisor::Result<CallToolResult> {
+        let (session, session_id) = self.session(args.session_id.as_deref()).await?;
+        let job_id = JobId::new(args.job_id);
+        session.kill(&job_id).await?;
+        match session.wait(&job_id, Duration::from_secs(5)).await? {
+            Some(result) => Ok(report((
+                RunReport::from_result(&session_id, &result),
+                result.text.clone(),
+                result.is_error,
+            ))),
+            None => {
+                let info = session.job(&job_id).await?;
+                let (structured, text) = RunReport::running(&session_id, &info);
+                Ok(report((structured, text, true)))
+            }
+        }
+    }
+
+    async fn job_list(&self, args: JobListArgs) -> shellvisor::Result<CallToolResult> {
+        let (session, session_id) = self.session(args.session_id.as_deref()).await?;
+        let infos = session.jobs().await?;
+        let (structured, text) = JobList::new(&session_id, &infos);
+        Ok(report((structured, text, false)))
+    }
+
+    async fn write_stdin(&self, args: WriteStdinArgs) -> shellvisor::Result<CallToolResult> {
+        let (session, _) = self.session(args.session_id.as_deref()).await?;
+        let (state, screen) = write_and_settle(&session, &args).await?;
+        let (structured, text) = ScreenReport::new(&JobId::new(args.job_id), state, &screen);
+        Ok(report((structured, text, false)))
+    }
+
+    async fn pty_screen(&self, args: JobArgs) -> shellvisor::Result<CallToolResult> {
+        let (session, _) = self.session(args.session_id.as_deref()).await?;
+        let job_id = JobId::new(args.job_id);
+        let term = session.pty(&job_id);
+        let screen = term.screen().await?;
+        let state = term.state().await?;
+        let (structured, text) = ScreenReport::new(&job_id, state, &screen);
+        Ok(report((structured, text, false)))
+    }
+}
+
+impl ServerHandler for ShellServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("shellvisor", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Run shell commands with `bash`. The shell persists per session_id (cwd and exported variables carry \
+                 over). Long runs come back as background jobs; use job_wait / job_output / job_kill. Terminal programs \
+                 (`pty: true`) that wait for input come back with their screen; continue with write_stdin.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools().into_iter().find(|tool| tool.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        self.call(&request.name, arguments, &context)
+            .await
+            .map(CallToolResponse::from)
+    }
+}
+
+/// Decodes a tool's arguments; a mismatch is the caller's error.
+fn parse<T: DeserializeOwned>(
+    arguments: serde_json::Map<String, serde_json::Value>,
+) -> Result<T, ErrorData> {
+    serde_json::from_value(serde_json::Value::Object(arguments))
+        .map_err(|err| ErrorData::invalid_params(format!("invalid arguments: {err}"), None))
+}
+
+/// A tool result with text for the model and the same facts as structured content.
+fn report<S: Serialize>((structured, text, is_error): (S, String, bool)) -> CallToolResult {
+    let mut result = if is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    result.structured_content = serde_json::to_value(structured).ok();
+    result
+}
+
+async fn notify_progress(
+    context: &RequestContext<RoleServer>,
+    token: ProgressToken,
+    total: u64,
+    message: String,
+) {
+    let param = ProgressNotificationParam::new(token, total as f64).with_message(message);
+    if let Err(err) = context.peer.notify_progress(param).await {
+        tracing::debug!(%err, "could not send progress");
+    }
+}
+
+/// The last non-empty line of `tail`, sanitized, at most 200 bytes.
+fn last_line(tail: &[u8]) -> String {
+    let text = String::from_utf8_lossy(tail);
+    let line = text
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("");
+    let clean: String = line.chars().filter(|c| !c.is_control()).collect();
+    let mut cut = clean.len().min(PROGRESS_TAIL_BYTES);
+    while !clean.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    clean[..cut].to_owned()
+}
+
+impl From<&str> for McpOptions {
+    fn from(default_session: &str) -> Self {
+        Self {
+            default_session: default_session.to_owned(),
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! The tools' arguments and structured results, and what each tool does with
+//! the library. Nothing here knows about MCP's wire types.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+use std::time::Instant;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::Serialize;
+use shellvisor::JobId;
+use shellvisor::JobInfo;
+use shellvisor::JobState;
+use shellvisor::PtyState;
+use shellvisor::RunOutcome;
+use shellvisor::RunRequest;
+use shellvisor::RunResult;
+use shellvisor::Screen;
+use shellvisor::Session;
+
+/// Longest `job_wait` (seconds): below the 60 s that hosts commonly allow a call.
+pub(crate) const MAX_WAIT_SECS: u64 = 50;
+/// Default `job_wait` (seconds).
+pub(crate) const DEFAULT_WAIT_SECS: u64 = 30;
+/// Default and largest `job_output` read.
+pub(crate) const DEFAULT_OUTPUT_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+/// Default and largest settle time after `write_stdin`.
+const DEFAULT_SETTLE_MS: u64 = 500;
+const MAX_SETTLE_MS: u64 = 30_000;
+
+/// `bash`: run a shell command.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BashArgs {
+    /// The shell command (bash). It runs in the session's persistent shell:
+    /// `cd` and exported variables carry over to later calls.
+    pub command: String,
+    /// Shell session to use (default: this connection's session).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Extra environment variables for this call only.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Deadline in seconds (default 300; 0 disables; clamped to 1..3600).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// Working directory for this call (it carries over, like `cd`).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Run on a pseudo-terminal (for programs that need one: REPLs, TUIs,
+    /// prompts). Continue it with `write_stdin`; read it with `pty_screen`.
+    #[serde(default)]
+    pub pty: Option<bool>,
+    /// Start as a background job and answer at once with its id.
+    #[serde(default, rename = "async")]
+    pub run_async: Option<bool>,
+    /// Same as `async`.
+    #[serde(default)]
+    pub run_in_background: Option<bool>,
+    /// Terminal width for `pty` (default 120).
+    #[serde(default)]
+    pub cols: Option<u16>,
+    /// Terminal height for `pty` (default 40).
+    #[serde(default)]
+    pub rows: Option<u16>,
+}
+
+impl BashArgs {
+    pub(crate) fn request(&self) -> RunRequest {
+        let mut request = RunRequest::new(self.command.clone())
+            .pty(self.pty.unwrap_or(false))
+            .run_async(self.run_async.unwrap_or(false) || self.run_in_background.unwrap_or(false));
+        request.env = self.env.clone().unwrap_or_default();
+        request.timeout = self.timeout;
+        request.cwd = self.cwd.clone();
+        request.cols = self.cols;
+        request.rows = self.rows;
+        request
+    }
+}
+
+/// Arguments naming one job.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JobArgs {
+    /// The job's id (from `bash`).
+    pub job_id: String,
+    /// Its session (default: this connection's session).
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// `job_output`: read a job's raw output by byte offset.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JobOutputArgs {
+    /// The job's id.
+    pub job_id: String,
+    /// Its session (default: this connection's session).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// First byte to read (default 0).
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Most bytes to read (default 65536, at most 1048576).
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+}
+
+/// `job_wait`: wait for a job to finish.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JobWaitArgs {
+    /// The job's id.
+    pub job_id: String,
+    /// Its session (default: this connection's session).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Longest wait in seconds (default 30, at most 50).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+}
+
+/// `job_list`: a session's jobs.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JobListArgs {
+    /// The session (default: this connection's session).
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// `write_stdin`: type into a job's terminal.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WriteStdinArgs {
+    /// The job's id (a `pty` run).
+    pub job_id: String,
+    /// Its session (default: this connection's session).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Text to type (sent as is; end a line with `keys: ["Enter"]` or `\r`).
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Keys to press after the text: `Enter`, `Tab`, `Esc`, `Backspace`,
+    /// `Up`, `Down`, `Left`, `Right`, `C-c`, `C-d`, `C-z`, `C-<x>`, `M-<x>`...
+    #[serde(default)]
+    pub keys: Option<Vec<String>>,
+    /// How long to let the program react before returning its screen, in
+    /// milliseconds (default 500; returns early when it waits for input again
+    /// or exits).
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+/// What `bash`, `job_wait` and `job_kill` report.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub(crate) struct RunReport {
+    /// `completed` (the result is here), `background` (the job goes on:
+    /// follow it with `job_wait`, `job_output`, `write_stdin`), or `running`
+    /// (a wait ended before the job did).
+    pub status: String,
+    /// The job's id.
+    pub job_id: String,
+    /// The session it runs in.
+    pub session_id: String,
+    /// Exit status (128+N for signal N), once known.
+    pub exit_code: Option<i32>,
+    /// The deadline fired and the process tree was killed.
+    pub timed_out: bool,
+    /// The job was killed on request.
+    pub killed: bool,
+    /// Part of the output is not in the text (read it with `job_output`).
+    pub truncated: bool,
+    /// Raw output bytes.
+    pub output_bytes: u64,
+    /// The file holding the complete output, when it was saved.
+    pub artifact_path: Option<String>,
+    /// The shell's working directory after the command.
+    pub cwd: Option<String>,
+    /// The job's state: `running`, `awaiting_input`, `completed`, `failed`,
+    /// `timed_out` or `killed`.
+    pub state: String,
+    /// Why a job went to the background: `requested`, `timer` or `awaiting_input`.
+    pub background_reason: Option<String>,
+    /// Wall time in milliseconds.
+    pub wall_time_ms: Option<u64>,
+}
+
+impl RunReport {
+    pub(crate) fn from_result(session_id: &str, result: &RunResult) -> Self {
+        Self {
+            status: "completed".to_owned(),
+            job_id: result.job_id.to_string(),
+            session_id: session_id.to_owned(),
+            exit_code: result.exit_code,
+            timed_out: result.timed_out,
+            killed: result.killed,
+            truncated: result.truncation.truncated,
+            output_bytes: result.truncation.total_bytes,
+            artifact_path: result.truncation.artifact.as_ref().map(|a| a.path.clone()),
+            cwd: result.cwd.clone(),
+            state: finished_state(result).to_owned(),
+            background_reason: None,
+            wall_time_ms: Some(result.wall_time_ms),
+        }
+    }
+
+    pub(crate) fn from_outcome(session_id: &str, outcome: &RunOutcome) -> (Self, String, bool) {
+        match outcome {
+            RunOutcome::Completed(result) => (
+                Self::from_result(session_id, result),
+                result.text.clone(),
+                result.is_error,
+            ),
+            RunOutcome::Backgrounded(job) => {
+                let reason = serde_json::to_value(job.reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned));
+                let state = if reason.as_deref() == Some("awaiting_input") {
+                    "awaiting_input"
+                } else {
+                    "running"
+                };
+                // The library speaks of the reference tool's `job` tool; here
+                // the tools are job_wait, job_output and job_kill.
+                let text = job.text.replace(
+                    "You can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking.",
+                    &format!(
+                        "Use job_wait (job_id {id}) to wait for it, job_output to read its output so far, job_kill to stop it; \
+                         prefer to continue with another task in the meanwhile if it's not blocking.",
+                        id = job.job_id
+                    ),
+                );
+                (
+                    Self {
+                        status: "background".to_owned(),
+                        job_id: job.job_id.to_string(),
+                        session_id: session_id.to_owned(),
+                        state: state.to_owned(),
+                        background_reason: reason,
+                        ..Self::default()
+                    },
+                    text,
+                    false,
+                )
+            }
+            _ => (Self::default(), String::new(), true),
+        }
+    }
+
+    pub(crate) fn running(session_id: &str, info: &JobInfo) -> (Self, String) {
+        let state = job_state(info);
+        let report = Self {
+            status: "running".to_owned(),
+            job_id: info.job_id.to_string(),
+            session_id: session_id.to_owned(),
+            output_bytes: info.output_bytes,
+            state: state.to_owned(),
+            wall_time_ms: Some(info.wall_time_ms),
+            ..Self::default()
+        };
+        let text = format!(
+            "Job {} is still {} after {:.1} s ({} bytes of output so far): {}",
+            info.job_id,
+            state.replace('_', " "),
+            info.wall_time_ms as f64 / 1000.0,
+            info.output_bytes,
+            info.label
+        );
+        (report, text)
+    }
+}
+
+fn finished_state(result: &RunResult) -> &'static str {
+    if result.timed_out {
+        "timed_out"
+    } else if result.killed {
+        "killed"
+    } else if result.exit_code == Some(0) {
+        "completed"
+    } else {
+        "failed"
+    }
+}
+
+fn job_state(info: &JobInfo) -> &'static str {
+    match (info.state, info.pty_state) {
+        (JobState::Running, Some(PtyState::AwaitingInput)) => "awaiting_input",
+        (JobState::Running, _) => "running",
+        (JobState::Completed, _) => "completed",
+        (JobState::TimedOut, _) => "timed_out",
+        (JobState::Killed, _) => "killed",
+        _ => "failed",
+    }
+}
+
+/// What `job_output` reports.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct OutputReport {
+    /// The job's id.
+    pub job_id: String,
+    /// Offset of the bytes returned.
+    pub offset: u64,
+    /// How many bytes were returned.
+    pub bytes: u64,
+    /// Where the next read starts.
+    pub next_offset: u64,
+    /// Bytes the job has produced so far.
+    pub total_bytes: u64,
+    /// No more output will arrive.
+    pub closed: bool,
+}
+
+/// One job in `job_list`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct JobEntry {
+    /// The job's id.
+    pub job_id: String,
+    /// The command, cut to 120 characters.
+    pub label: String,
+    /// `running`, `awaiting_input`, `completed`, `failed`, `timed_out` or `killed`.
+    pub state: String,
+    /// Whether it is (or was) a background job.
+    pub background: bool,
+    /// Exit status, once known.
+    pub exit_code: Option<i32>,
+    /// Raw output bytes so far.
+    pub output_bytes: u64,
+    /// Wall time so far, in milliseconds.
+    pub wall_time_ms: u64,
+}
+
+/// What `job_list` reports.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct JobList {
+    /// The session.
+    pub session_id: String,
+    /// Its retained jobs, oldest first.
+    pub jobs: Vec<JobEntry>,
+}
+
+impl JobList {
+    pub(crate) fn new(session_id: &str, infos: &[JobInfo]) -> (Self, String) {
+        let jobs: Vec<JobEntry> = infos
+            .iter()
+            .map(|info| JobEntry {
+                job_id: info.job_id.to_string(),
+                label: info.label.clone(),
+                state: job_state(info).to_owned(),
+                background: info.background,
+                exit_code: info.exit_code,
+                output_bytes: info.output_bytes,
+                wall_time_ms: info.wall_time_ms,
+            })
+            .collect();
+        let text = if jobs.is_empty() {
+            "No jobs.".to_owned()
+        } else {
+            jobs.iter()
+                .map(|job| {
+                    let exit = job
+                        .exit_code
+                        .map_or(String::new(), |code| format!(" (exit {code})"));
+                    format!("{} {}{exit}: {}", job.job_id, job.state, job.label)
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        (
+            Self {
+                session_id: session_id.to_owned(),
+                jobs,
+            },
+            text,
+        )
+    }
+}
+
+/// What `write_stdin` and `pty_screen` report.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ScreenReport {
+    /// The job's id.
+    pub job_id: String,
+    /// `running`, `awaiting_input` or `exited`.
+    pub state: String,
+    /// Exit status once exited.
+    pub exit_code: Option<i32>,
+    /// The visible screen, as text.
+    pub screen: String,
+    /// Cursor row (0-based).
+    pub cursor_row: u16,
+    /// Cursor column (0-based).
+    pub cursor_col: u16,
+}
+
+impl ScreenReport {
+    pub(crate) fn new(job_id: &JobId, state: PtyState, screen: &Screen) -> (Self, String) {
+        let exit_code = match state {
+            PtyState::Exited { code } => code,
+            _ => None,
+        };
+        let text = screen.text();
+        let status = match state {
+            PtyState::Exited { code } => format!(
+                "[exited with status {}]",
+                code.map_or("unknown".to_owned(), |c| c.to_string())
+            ),
+            other => format!("[{}]", other.as_str().replace('_', " ")),
+        };
+        (
+            Self {
+                job_id: job_id.to_string(),
+                state: state.as_str().to_owned(),
+                exit_code,
+                screen: text.clone(),
+                cursor_row: screen.cursor_row,
+                cursor_col: screen.cursor_col,
+            },
+            format!("{text}\n\n{status}"),
+        )
+    }
+}
+
+/// Clamps a `job_wait` timeout.
+pub(crate) fn wait_timeout(seconds: Option<u64>) -> Duration {
+    Duration::from_secs(seconds.unwrap_or(DEFAULT_WAIT_SECS).min(MAX_WAIT_SECS))
+}
+
+/// Types text and keys into a job's terminal, then lets the program react
+/// for up to `wait_ms` (less if it waits for input again or exits).
+pub(crate) async fn write_and_settle(
+    session: &Session,
+    args: &WriteStdinArgs,
+) -> shellvisor::Result<(PtyState, Screen)> {
+    let job_id = JobId::new(args.job_id.clone());
+    let term = session.pty(&job_id);
+    if let Some(text) = &args.text {
+        term.write(text).await?;
+    }
+    for key in args.keys.iter().flatten() {
+        term.key(key).await?;
+    }
+    let settle =
+        Duration::from_millis(args.wait_ms.unwrap_or(DEFAULT_SETTLE_MS).min(MAX_SETTLE_MS));
+    let deadline = Instant::now() + settle;
+    // Give the program a moment to leave its input wait before checking.
+    tokio::time::sleep(settle.min(Duration::from_millis(100))).await;
+    loop {
+        let state = term.state().await?;
+        let now = Instant::now();
+        if matches!(state, PtyState::Exited { .. } | PtyState::AwaitingInput) || now >= deadline {
+            let screen = term.screen().await?;
+            return Ok((state, screen));
+        }
+        tokio::time::sleep((deadline - now).min(Duration::from_millis(50))).await;
+    }
+}

@@ -1,0 +1,207 @@
+"""Drives `shellvisor mcp` with the official MCP Python SDK.
+
+Usage: test_mcp.py <path to the shellvisor binary>
+Each scenario has its own deadline; the script exits non-zero on the first failure.
+"""
+
+import os
+import sys
+import tempfile
+import time
+import uuid
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from procs import processes_with_env
+
+BINARY = sys.argv[1]
+TOOLS = {"bash", "job_output", "job_wait", "job_kill", "job_list", "write_stdin", "pty_screen"}
+
+
+def text(result) -> str:
+    return "".join(block.text for block in result.content if block.type == "text")
+
+
+async def scenario_tools(session: ClientSession) -> None:
+    listed = await session.list_tools()
+    names = {tool.name for tool in listed.tools}
+    assert names == TOOLS, names
+    for tool in listed.tools:
+        assert tool.input_schema["type"] == "object", tool
+        assert tool.output_schema is not None, tool.name
+    bash = next(tool for tool in listed.tools if tool.name == "bash")
+    assert "command" in bash.input_schema["required"], bash.input_schema
+
+
+async def scenario_echo_and_cwd(session: ClientSession) -> None:
+    result = await session.call_tool("bash", {"command": "echo hi"})
+    assert not result.is_error, text(result)
+    assert text(result).startswith("hi\n"), text(result)
+    data = result.structured_content
+    assert data["status"] == "completed" and data["exit_code"] == 0, data
+    assert data["job_id"].startswith("job_"), data
+
+    work = tempfile.mkdtemp(prefix="shellvisor-mcp-")
+    await session.call_tool("bash", {"command": f"cd {work} && export KEPT=yes"})
+    result = await session.call_tool("bash", {"command": "pwd; echo $KEPT"})
+    assert text(result).startswith(f"{os.path.realpath(work)}\nyes\n"), text(result)
+    assert result.structured_content["cwd"] == os.path.realpath(work)
+
+    # A named session has its own shell.
+    other = await session.call_tool("bash", {"command": "pwd", "session_id": "other", "cwd": "/"})
+    assert text(other).startswith("/\n"), text(other)
+
+    failed = await session.call_tool("bash", {"command": "exit 3"})
+    assert failed.is_error and failed.structured_content["exit_code"] == 3
+
+
+async def scenario_timeout(session: ClientSession) -> None:
+    # The server runs without auto-background: the call itself times out.
+    started = time.monotonic()
+    result = await session.call_tool("bash", {"command": "echo before; sleep 30", "timeout": 1})
+    assert time.monotonic() - started < 15
+    assert result.is_error
+    data = result.structured_content
+    assert data["timed_out"] and data["state"] == "timed_out", data
+    assert "[Command timed out after 1 seconds]" in text(result), text(result)
+    assert "before" in text(result)
+
+
+async def scenario_timeout_in_background(session: ClientSession) -> None:
+    # With auto-background, a run is answered before its deadline (at
+    # min(threshold, timeout - 1 s)); the deadline still kills it.
+    result = await session.call_tool("bash", {"command": "sleep 30", "timeout": 1})
+    data = result.structured_content
+    assert data["status"] == "background", data
+    assert "job_wait" in text(result), text(result)
+    waited = await session.call_tool("job_wait", {"job_id": data["job_id"], "timeout": 20})
+    assert waited.is_error and waited.structured_content["timed_out"], waited.structured_content
+
+
+async def scenario_auto_background(session: ClientSession) -> None:
+    # The server runs with --auto-background-secs 1.
+    result = await session.call_tool("bash", {"command": "sleep 2; echo done"})
+    data = result.structured_content
+    assert data["status"] == "background" and data["background_reason"] == "timer", data
+    job_id = data["job_id"]
+    listed = await session.call_tool("job_list", {})
+    assert any(job["job_id"] == job_id for job in listed.structured_content["jobs"])
+    waited = await session.call_tool("job_wait", {"job_id": job_id, "timeout": 20})
+    assert waited.structured_content["status"] == "completed", waited.structured_content
+    assert waited.structured_content["exit_code"] == 0
+    assert "done" in text(waited), text(waited)
+    output = await session.call_tool("job_output", {"job_id": job_id})
+    assert text(output) == "done\n", text(output)
+    assert output.structured_content["closed"] is True
+
+
+async def scenario_pty(session: ClientSession) -> None:
+    result = await session.call_tool(
+        "bash", {"command": "read -p 'name? ' n; echo hi $n", "pty": True, "session_id": "pty"}
+    )
+    data = result.structured_content
+    assert data["status"] == "background" and data["state"] == "awaiting_input", data
+    assert "name?" in text(result), text(result)
+    job_id = data["job_id"]
+    screen = await session.call_tool("pty_screen", {"job_id": job_id, "session_id": "pty"})
+    assert screen.structured_content["state"] == "awaiting_input", screen.structured_content
+    typed = await session.call_tool(
+        "write_stdin",
+        {"job_id": job_id, "session_id": "pty", "text": "bob", "keys": ["Enter"], "wait_ms": 5000},
+    )
+    report = typed.structured_content
+    assert report["state"] == "exited" and report["exit_code"] == 0, report
+    assert "hi bob" in report["screen"], report
+
+
+async def scenario_cancel(session: ClientSession) -> None:
+    marker = f"MCP_CANCEL_{uuid.uuid4().hex}"
+    with anyio.move_on_after(1.5) as scope:
+        await session.call_tool(
+            "bash", {"command": "sleep 60; echo never", "env": {"CANCEL_MARKER": marker}, "session_id": "cancel"}
+        )
+    assert scope.cancelled_caught, "the call was not cancelled"
+    deadline = time.monotonic() + 10
+    while processes_with_env(f"CANCEL_MARKER={marker}"):
+        assert time.monotonic() < deadline, processes_with_env(f"CANCEL_MARKER={marker}")
+        await anyio.sleep(0.05)
+    # The session still works.
+    result = await session.call_tool("bash", {"command": "echo alive", "session_id": "cancel"})
+    assert text(result).startswith("alive"), text(result)
+
+
+async def scenario_errors(session: ClientSession) -> None:
+    result = await session.call_tool("bash", {"command": "true", "env": {"1BAD": "x"}})
+    assert result.is_error and text(result) == "Invalid bash env name: 1BAD", text(result)
+    assert result.structured_content["error"] == "invalid_env_name"
+    missing = await session.call_tool("job_wait", {"job_id": "job_nope", "timeout": 1})
+    assert missing.is_error and missing.structured_content["error"] == "job_not_found"
+
+
+async def scenario_progress(session: ClientSession) -> None:
+    seen: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
+
+    result = await session.call_tool(
+        "bash",
+        {"command": "for i in 1 2 3 4; do echo line$i; sleep 0.7; done"},
+        progress_callback=on_progress,
+    )
+    assert text(result).startswith("line1\nline2\nline3\nline4\n"), text(result)
+    assert seen, "no progress notifications"
+    progresses = [p for p, _ in seen]
+    assert progresses == sorted(set(progresses)), progresses
+    assert any(message and message.startswith("line") for _, message in seen), seen
+
+
+AUTO_BACKGROUND_SCENARIOS = [
+    scenario_tools,
+    scenario_echo_and_cwd,
+    scenario_auto_background,
+    scenario_timeout_in_background,
+    scenario_pty,
+    scenario_errors,
+]
+FOREGROUND_SCENARIOS = [
+    scenario_progress,
+    scenario_timeout,
+    scenario_cancel,
+]
+
+
+async def serve_and_run(server_args: list[str], scenarios) -> None:
+    marker = f"SHELLVISOR_MCP_TEST_{uuid.uuid4().hex}"
+    params = StdioServerParameters(
+        command=BINARY,
+        args=["mcp", *server_args],
+        env={"MCP_SERVER_MARKER": marker},
+        cwd=tempfile.gettempdir(),
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            with anyio.fail_after(30):
+                await session.initialize()
+            for scenario in scenarios:
+                started = time.monotonic()
+                with anyio.fail_after(60):
+                    await scenario(session)
+                print(f"ok   {scenario.__name__} ({time.monotonic() - started:.2f} s)", flush=True)
+    # Closing stdin shuts the server down with everything it started.
+    deadline = time.monotonic() + 10
+    while processes_with_env(f"MCP_SERVER_MARKER={marker}"):
+        assert time.monotonic() < deadline, processes_with_env(f"MCP_SERVER_MARKER={marker}")
+        await anyio.sleep(0.05)
+    print(f"ok   nothing left after the connection closed ({' '.join(server_args)})", flush=True)
+
+
+async def main() -> None:
+    await serve_and_run(["--auto-background-secs", "1"], AUTO_BACKGROUND_SCENARIOS)
+    await serve_and_run(["--no-auto-background"], FOREGROUND_SCENARIOS)
+
+
+if __name__ == "__main__":
+    anyio.run(main)
