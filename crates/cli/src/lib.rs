@@ -6,6 +6,8 @@
 //! - `shellvisor run --pty -- COMMAND`: the same on a pseudo-terminal, with
 //!   this terminal attached (raw mode, resizes forwarded) for a manual check.
 //! - `shellvisor mcp`: a Model Context Protocol server on stdio.
+//! - `shellvisor serve [--socket PATH]`: JSON-RPC 2.0, one object per line.
+//! - `shellvisor schema`: the JSON Schemas of the JSON-RPC protocol.
 //! - `shellvisor config`: prints the configuration in effect as TOML.
 //!
 //! stdout carries only the command's output (the protocol, for the server
@@ -16,6 +18,7 @@ mod config;
 mod mcp;
 mod printer;
 mod run;
+mod serve;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -48,6 +51,12 @@ pub enum Command {
     /// Serve the Model Context Protocol on stdin/stdout (tools: bash, job_*,
     /// write_stdin, pty_screen) until stdin closes.
     Mcp(mcp::McpArgs),
+    /// Serve JSON-RPC 2.0 (one JSON object per line) on stdin/stdout or a
+    /// Unix socket: the whole library API, with notifications for output and
+    /// job state.
+    Serve(serve::ServeArgs),
+    /// Print the JSON Schemas of every JSON-RPC method, result and notification.
+    Schema,
     /// Print the configuration in effect (the defaults, or `--config` applied), as TOML.
     Config,
 }
@@ -64,6 +73,14 @@ where
     let cli = Cli::parse_from(args);
     init_logging();
     let config = config::load(cli.config.as_deref())?;
+    if let Command::Schema = cli.command {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&shellvisor_jsonrpc::schema())
+                .context("printing the schema")?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Command::Config = cli.command {
         print!(
             "{}",
@@ -79,7 +96,8 @@ where
         match cli.command {
             Command::Run(args) => run::run(config, args).await,
             Command::Mcp(args) => mcp::mcp(config, args).await,
-            Command::Config => Ok(ExitCode::SUCCESS),
+            Command::Serve(args) => serve::serve(config, args).await,
+            Command::Config | Command::Schema => Ok(ExitCode::SUCCESS),
         }
     })
 }

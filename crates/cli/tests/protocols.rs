@@ -49,3 +49,8 @@ fn run_python_suite(script: &str) {
 fn mcp_server_with_the_official_python_sdk() {
     run_python_suite("test_mcp.py");
 }
+
+#[test]
+fn json_rpc_server_with_a_plain_python_client() {
+    run_python_suite("test_serve.py");
+}

@@ -14,6 +14,7 @@ const BASE32_ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 /// Identifies an agent session. Chosen by the caller (for example one per agent
 /// conversation); each session owns one persistent shell.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct SessionId(String);
 
@@ -51,6 +52,7 @@ impl From<String> for SessionId {
 /// runtime from 128 random bits, so it cannot be guessed; it also names the
 /// run's output artifact (`artifact://<job id>`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct JobId(String);
 

@@ -10,6 +10,7 @@ use serde::Serialize;
 /// The command runs in the session's persistent shell: `cd` and exported
 /// variables carry over to the next call, as in a terminal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RunRequest {
     /// Shell text to run, as written (it may span lines, contain heredocs, or

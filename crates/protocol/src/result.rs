@@ -7,6 +7,7 @@ use crate::JobId;
 
 /// The answer to a run request.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RunOutcome {
@@ -46,6 +47,7 @@ impl RunOutcome {
 
 /// A run that goes on in the background.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BackgroundedRun {
     /// The job's id.
     pub job_id: JobId,
@@ -64,6 +66,7 @@ pub struct BackgroundedRun {
 
 /// Why a run is in the background.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum BackgroundReason {
@@ -78,6 +81,7 @@ pub enum BackgroundReason {
 
 /// Where a job stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum JobState {
@@ -95,6 +99,7 @@ pub enum JobState {
 
 /// What is known about a job.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct JobInfo {
     /// The job's id.
     pub job_id: JobId,
@@ -119,6 +124,7 @@ pub struct JobInfo {
 
 /// A finished run: its exit status, output and the model-facing text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunResult {
     /// The run's job id (also its artifact id).
     pub job_id: JobId,
@@ -157,6 +163,7 @@ pub struct RunResult {
 
 /// Sizes of a run's raw output and of what the rendered text shows.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Truncation {
     /// Whether part of the output is not shown in `output`.
     pub truncated: bool,
@@ -179,6 +186,7 @@ pub struct Truncation {
 
 /// A file holding a run's complete raw output, byte-exact.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ArtifactRef {
     /// Artifact id, addressable as `artifact://<id>`.
     pub id: String,
@@ -188,6 +196,7 @@ pub struct ArtifactRef {
 
 /// The deadline a run was given.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TimeoutInfo {
     /// Effective deadline in seconds; `None` when disabled (`timeout: 0`).
     pub effective_secs: Option<u64>,

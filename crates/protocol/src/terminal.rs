@@ -5,6 +5,7 @@ use serde::Serialize;
 
 /// A terminal's size in character cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TerminalSize {
     /// Columns.
     pub cols: u16,
@@ -56,6 +57,7 @@ impl Default for TerminalSize {
 
 /// Where a run on a pseudo-terminal stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "state", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum PtyState {
@@ -85,6 +87,7 @@ impl PtyState {
 
 /// The visible contents of a terminal, as a human would see them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Screen {
     /// Each visible row, trailing blanks removed.
     pub lines: Vec<String>,

@@ -1,0 +1,693 @@
+//! The methods: their params and results (with JSON Schemas), and what each
+//! does with the library.
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use serde_json::json;
+use shellvisor::JobId;
+use shellvisor::JobInfo;
+use shellvisor::PtyState;
+use shellvisor::RunOutcome;
+use shellvisor::RunRequest;
+use shellvisor::RunResult;
+use shellvisor::Screen;
+use shellvisor::TerminalSize;
+
+use crate::envelope::INVALID_PARAMS;
+use crate::envelope::METHOD_NOT_FOUND;
+use crate::envelope::RpcError;
+use crate::server::Connection;
+
+/// Default and largest `job.output` read.
+const DEFAULT_OUTPUT_BYTES: usize = 64 * 1024;
+const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+/// Default wait of `job.wait` and `job.next_completion`.
+const DEFAULT_WAIT_MS: u64 = 30_000;
+
+/// `session.open`: open (or find) a session and choose whether this
+/// connection receives its notifications.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SessionOpenParams {
+    /// The session's id (any string; sessions are created on first use).
+    pub session_id: String,
+    /// Send this session's `output`, `job.started`, `job.finished`,
+    /// `pty.state` and `lagged` notifications on this connection (default true).
+    #[serde(default)]
+    pub subscribe: Option<bool>,
+}
+
+/// Params naming a session.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SessionParams {
+    /// The session's id.
+    pub session_id: String,
+}
+
+/// `run` and `pty.start`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RunParams {
+    /// The session to run in.
+    pub session_id: String,
+    /// What to run: `{command, env?, timeout?, cwd?, pty?, async?, cols?, rows?}`.
+    pub request: RunRequest,
+}
+
+/// Params naming one job.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JobParams {
+    /// The session the job belongs to.
+    pub session_id: String,
+    /// The job.
+    pub job_id: JobId,
+}
+
+/// `job.output`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OutputParams {
+    /// The session the job belongs to.
+    pub session_id: String,
+    /// The job.
+    pub job_id: JobId,
+    /// First byte (default 0).
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Most bytes (default 65536, at most 1048576).
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+}
+
+/// `job.wait`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WaitParams {
+    /// The session the job belongs to.
+    pub session_id: String,
+    /// The job.
+    pub job_id: JobId,
+    /// Longest wait in milliseconds (default 30000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `job.next_completion`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NextCompletionParams {
+    /// The session.
+    pub session_id: String,
+    /// Longest wait in milliseconds (default 30000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `pty.write`: give exactly one of `text` and `data_base64`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PtyWriteParams {
+    /// The session the job belongs to.
+    pub session_id: String,
+    /// The terminal job.
+    pub job_id: JobId,
+    /// Text to type.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Raw bytes to type, base64.
+    #[serde(default)]
+    pub data_base64: Option<String>,
+}
+
+/// `pty.key`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PtyKeyParams {
+    /// The session the job belongs to.
+    pub session_id: String,
+    /// The terminal job.
+    pub job_id: JobId,
+    /// `Enter`, `Tab`, `Esc`, `Backspace`, arrows, `C-c`, `C-d`, `C-<x>`, `M-<x>`...
+    pub key: String,
+}
+
+/// `pty.resize`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PtyResizeParams {
+    /// The session the job belongs to.
+    pub session_id: String,
+    /// The terminal job.
+    pub job_id: JobId,
+    /// Columns (clamped to 20..=400).
+    pub cols: u16,
+    /// Rows (clamped to 5..=200).
+    pub rows: u16,
+}
+
+/// No params.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoParams {}
+
+/// `session.open`'s result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct SessionOpened {
+    /// The session's id.
+    pub session_id: String,
+    /// Whether this connection receives its notifications.
+    pub subscribed: bool,
+}
+
+/// An empty result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Done {}
+
+/// `job.list`'s result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct JobList {
+    /// The session's retained jobs, oldest first.
+    pub jobs: Vec<JobInfo>,
+}
+
+/// Raw output bytes of a job.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct OutputBytes {
+    /// Offset of the bytes in the job's output.
+    pub offset: u64,
+    /// The bytes, base64.
+    pub data_base64: String,
+    /// Bytes the job has produced so far.
+    pub total_bytes: u64,
+    /// No more output will arrive.
+    pub closed: bool,
+}
+
+/// `job.wait` and `job.next_completion`'s result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Waited {
+    /// The result, or `null` if the wait ended first.
+    pub result: Option<RunResult>,
+}
+
+/// `pty.start`'s result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct PtyStarted {
+    /// The terminal job's id.
+    pub job_id: JobId,
+}
+
+/// `runtime.info`'s result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct RuntimeInfo {
+    /// The server's version.
+    pub version: String,
+    /// Background jobs running in the runtime.
+    pub running_jobs: usize,
+    /// Process groups and terminal sessions the runtime has alive.
+    pub live_process_groups: usize,
+}
+
+/// `output` notification.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct OutputNote {
+    /// The session.
+    pub session_id: String,
+    /// The job that produced the bytes.
+    pub job_id: JobId,
+    /// Offset of the bytes in the job's output (contiguous per job; a gap
+    /// after `lagged` can be read with `job.output`).
+    pub offset: u64,
+    /// The bytes, base64 (byte-exact).
+    pub data_base64: String,
+}
+
+/// `job.started` notification.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct JobStartedNote {
+    /// The session.
+    pub session_id: String,
+    /// The job.
+    pub job_id: JobId,
+    /// Its command.
+    pub command: String,
+}
+
+/// `job.finished` notification.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct JobFinishedNote {
+    /// The session.
+    pub session_id: String,
+    /// The job.
+    pub job_id: JobId,
+    /// Its exit status, if it reported one.
+    pub exit_code: Option<i32>,
+    /// Whether its deadline fired.
+    pub timed_out: bool,
+}
+
+/// `pty.state` notification.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct PtyStateNote {
+    /// The session.
+    pub session_id: String,
+    /// The terminal job.
+    pub job_id: JobId,
+    /// Its new state.
+    pub state: PtyState,
+}
+
+/// `lagged` notification.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct LaggedNote {
+    /// The session.
+    pub session_id: String,
+    /// Notifications dropped because this connection read too slowly.
+    pub missed: u64,
+}
+
+struct MethodSpec {
+    name: &'static str,
+    summary: &'static str,
+    params: SchemaFn,
+    result: SchemaFn,
+}
+
+fn schema_of<T: JsonSchema>() -> Value {
+    serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
+}
+
+/// Every method, in the order the documentation lists them.
+const METHODS: &[MethodSpec] = &[
+    MethodSpec {
+        name: "session.open",
+        summary: "Open (or find) a session; subscribe this connection to its notifications.",
+        params: schema_of::<SessionOpenParams>,
+        result: schema_of::<SessionOpened>,
+    },
+    MethodSpec {
+        name: "session.close",
+        summary: "Close a session: kill its shells and jobs.",
+        params: schema_of::<SessionParams>,
+        result: schema_of::<Done>,
+    },
+    MethodSpec {
+        name: "run",
+        summary: "Run a command; answered when it completes or goes to the background.",
+        params: schema_of::<RunParams>,
+        result: schema_of::<RunOutcome>,
+    },
+    MethodSpec {
+        name: "job.list",
+        summary: "A session's retained jobs.",
+        params: schema_of::<SessionParams>,
+        result: schema_of::<JobList>,
+    },
+    MethodSpec {
+        name: "job.info",
+        summary: "One job's state.",
+        params: schema_of::<JobParams>,
+        result: schema_of::<JobInfo>,
+    },
+    MethodSpec {
+        name: "job.output",
+        summary: "A job's raw output by byte offset.",
+        params: schema_of::<OutputParams>,
+        result: schema_of::<OutputBytes>,
+    },
+    MethodSpec {
+        name: "job.wait",
+        summary: "Wait for a job's result (counts as its delivery).",
+        params: schema_of::<WaitParams>,
+        result: schema_of::<Waited>,
+    },
+    MethodSpec {
+        name: "job.kill",
+        summary: "Kill a job's process tree; answered once it has ended.",
+        params: schema_of::<JobParams>,
+        result: schema_of::<Done>,
+    },
+    MethodSpec {
+        name: "job.next_completion",
+        summary: "The next finished background job whose result nobody took.",
+        params: schema_of::<NextCompletionParams>,
+        result: schema_of::<Waited>,
+    },
+    MethodSpec {
+        name: "pty.start",
+        summary: "Start a command on a pseudo-terminal as a background job.",
+        params: schema_of::<RunParams>,
+        result: schema_of::<PtyStarted>,
+    },
+    MethodSpec {
+        name: "pty.write",
+        summary: "Type text or bytes into a terminal job.",
+        params: schema_of::<PtyWriteParams>,
+        result: schema_of::<Done>,
+    },
+    MethodSpec {
+        name: "pty.key",
+        summary: "Press a named key in a terminal job.",
+        params: schema_of::<PtyKeyParams>,
+        result: schema_of::<Done>,
+    },
+    MethodSpec {
+        name: "pty.resize",
+        summary: "Resize a terminal job's terminal.",
+        params: schema_of::<PtyResizeParams>,
+        result: schema_of::<TerminalSize>,
+    },
+    MethodSpec {
+        name: "pty.screen",
+        summary: "A terminal job's rendered screen.",
+        params: schema_of::<JobParams>,
+        result: schema_of::<Screen>,
+    },
+    MethodSpec {
+        name: "pty.state",
+        summary: "A terminal job's state.",
+        params: schema_of::<JobParams>,
+        result: schema_of::<PtyState>,
+    },
+    MethodSpec {
+        name: "runtime.info",
+        summary: "The server's version and live counts.",
+        params: schema_of::<NoParams>,
+        result: schema_of::<RuntimeInfo>,
+    },
+];
+
+/// A schema generator.
+type SchemaFn = fn() -> Value;
+
+/// Every notification the server sends: name, summary, params.
+const NOTIFICATIONS: &[(&str, &str, SchemaFn)] = &[
+    (
+        "output",
+        "Output bytes of a job of a subscribed session.",
+        schema_of::<OutputNote>,
+    ),
+    (
+        "job.started",
+        "A job of a subscribed session started.",
+        schema_of::<JobStartedNote>,
+    ),
+    (
+        "job.finished",
+        "A job of a subscribed session finished.",
+        schema_of::<JobFinishedNote>,
+    ),
+    (
+        "pty.state",
+        "A terminal job changed state (running, awaiting_input, exited).",
+        schema_of::<PtyStateNote>,
+    ),
+    (
+        "lagged",
+        "Notifications of a session were dropped for this connection.",
+        schema_of::<LaggedNote>,
+    ),
+];
+
+/// The protocol's JSON Schemas: every method's params and result, every
+/// notification's params, and the error codes.
+pub fn schema() -> Value {
+    let methods: serde_json::Map<String, Value> = METHODS
+        .iter()
+        .map(|m| {
+            (
+                m.name.to_owned(),
+                json!({ "summary": m.summary, "params": (m.params)(), "result": (m.result)() }),
+            )
+        })
+        .collect();
+    let notifications: serde_json::Map<String, Value> = NOTIFICATIONS
+        .iter()
+        .map(|(name, summary, params)| {
+            (
+                (*name).to_owned(),
+                json!({ "summary": summary, "params": params() }),
+            )
+        })
+        .collect();
+    json!({
+        "protocol": "JSON-RPC 2.0, one JSON object per line",
+        "methods": methods,
+        "notifications": notifications,
+        "errors": {
+            "-32700": "parse error: the line is not JSON",
+            "-32600": "invalid request (also: a line over the size limit)",
+            "-32601": "method not found",
+            "-32602": "invalid params",
+            "-32603": "internal error",
+            "-32000": "runtime error; data.code holds the stable code (job_not_found, invalid_env_name, pty_busy, ...)"
+        }
+    })
+}
+
+fn params<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    serde_json::from_value(params)
+        .map_err(|err| RpcError::new(INVALID_PARAMS, format!("invalid params: {err}")))
+}
+
+fn to_value<T: Serialize>(value: T) -> Result<Value, RpcError> {
+    serde_json::to_value(value)
+        .map_err(|err| RpcError::new(crate::envelope::INTERNAL_ERROR, err.to_string()))
+}
+
+fn wait_for(timeout_ms: Option<u64>) -> Duration {
+    Duration::from_millis(timeout_ms.unwrap_or(DEFAULT_WAIT_MS))
+}
+
+/// Runs one method.
+pub(crate) async fn dispatch(
+    conn: &Connection,
+    method: &str,
+    raw: Value,
+) -> Result<Value, RpcError> {
+    match method {
+        "session.open" => {
+            let p: SessionOpenParams = params(raw)?;
+            let subscribe = p.subscribe.unwrap_or(true);
+            let session = conn.session(&p.session_id).await?;
+            if subscribe {
+                conn.subscribe(&p.session_id, &session);
+            }
+            to_value(SessionOpened {
+                session_id: p.session_id,
+                subscribed: subscribe,
+            })
+        }
+        "session.close" => {
+            let p: SessionParams = params(raw)?;
+            conn.close_session(&p.session_id).await;
+            to_value(Done {})
+        }
+        "run" => {
+            let p: RunParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            to_value(session.run(p.request).await?)
+        }
+        "job.list" => {
+            let p: SessionParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            to_value(JobList {
+                jobs: session.jobs().await?,
+            })
+        }
+        "job.info" => {
+            let p: JobParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            to_value(session.job(&p.job_id).await?)
+        }
+        "job.output" => {
+            let p: OutputParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            let max = p
+                .max_bytes
+                .unwrap_or(DEFAULT_OUTPUT_BYTES)
+                .min(MAX_OUTPUT_BYTES);
+            let chunk = session
+                .read_output(&p.job_id, p.offset.unwrap_or(0), max)
+                .await?;
+            to_value(OutputBytes {
+                offset: chunk.offset,
+                data_base64: BASE64.encode(&chunk.data),
+                total_bytes: chunk.total_bytes,
+                closed: chunk.closed,
+            })
+        }
+        "job.wait" => {
+            let p: WaitParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            let result = session.wait(&p.job_id, wait_for(p.timeout_ms)).await?;
+            to_value(Waited { result })
+        }
+        "job.kill" => {
+            let p: JobParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            session.kill(&p.job_id).await?;
+            to_value(Done {})
+        }
+        "job.next_completion" => {
+            let p: NextCompletionParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            let result =
+                match tokio::time::timeout(wait_for(p.timeout_ms), session.next_completion()).await
+                {
+                    Ok(result) => Some(result?),
+                    Err(_) => None,
+                };
+            to_value(Waited { result })
+        }
+        "pty.start" => {
+            let p: RunParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            let handle = session.start_pty(p.request).await?;
+            to_value(PtyStarted {
+                job_id: handle.job_id().clone(),
+            })
+        }
+        "pty.write" => {
+            let p: PtyWriteParams = params(raw)?;
+            let bytes = match (p.text, p.data_base64) {
+                (Some(text), None) => text.into_bytes(),
+                (None, Some(data)) => BASE64
+                    .decode(data)
+                    .map_err(|err| RpcError::new(INVALID_PARAMS, format!("data_base64: {err}")))?,
+                _ => {
+                    return Err(RpcError::new(
+                        INVALID_PARAMS,
+                        "give exactly one of text and data_base64",
+                    ));
+                }
+            };
+            let session = conn.session(&p.session_id).await?;
+            session.pty(&p.job_id).write(bytes).await?;
+            to_value(Done {})
+        }
+        "pty.key" => {
+            let p: PtyKeyParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            session.pty(&p.job_id).key(&p.key).await?;
+            to_value(Done {})
+        }
+        "pty.resize" => {
+            let p: PtyResizeParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            to_value(session.pty(&p.job_id).resize(p.cols, p.rows).await?)
+        }
+        "pty.screen" => {
+            let p: JobParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            to_value(session.pty(&p.job_id).screen().await?)
+        }
+        "pty.state" => {
+            let p: JobParams = params(raw)?;
+            let session = conn.session(&p.session_id).await?;
+            to_value(session.pty(&p.job_id).state().await?)
+        }
+        "runtime.info" => {
+            let _: NoParams = params(raw)?;
+            to_value(conn.info())
+        }
+        other => Err(RpcError::new(
+            METHOD_NOT_FOUND,
+            format!("method not found: {other}"),
+        )),
+    }
+}
+
+pub(crate) fn output_note(session_id: &str, job_id: JobId, offset: u64, data: &[u8]) -> Value {
+    serde_json::to_value(OutputNote {
+        session_id: session_id.to_owned(),
+        job_id,
+        offset,
+        data_base64: BASE64.encode(data),
+    })
+    .unwrap_or(Value::Null)
+}
+
+pub(crate) fn started_note(session_id: &str, job_id: JobId, command: String) -> Value {
+    serde_json::to_value(JobStartedNote {
+        session_id: session_id.to_owned(),
+        job_id,
+        command,
+    })
+    .unwrap_or(Value::Null)
+}
+
+pub(crate) fn finished_note(
+    session_id: &str,
+    job_id: JobId,
+    exit_code: Option<i32>,
+    timed_out: bool,
+) -> Value {
+    serde_json::to_value(JobFinishedNote {
+        session_id: session_id.to_owned(),
+        job_id,
+        exit_code,
+        timed_out,
+    })
+    .unwrap_or(Value::Null)
+}
+
+pub(crate) fn pty_state_note(session_id: &str, job_id: JobId, state: PtyState) -> Value {
+    serde_json::to_value(PtyStateNote {
+        session_id: session_id.to_owned(),
+        job_id,
+        state,
+    })
+    .unwrap_or(Value::Null)
+}
+
+pub(crate) fn lagged_note(session_id: &str, missed: u64) -> Value {
+    serde_json::to_value(LaggedNote {
+        session_id: session_id.to_owned(),
+        missed,
+    })
+    .unwrap_or(Value::Null)
+}
+
+pub(crate) fn runtime_info(running_jobs: usize, live_process_groups: usize) -> RuntimeInfo {
+    RuntimeInfo {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        running_jobs,
+        live_process_groups,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_method_has_a_schema() {
+        let schema = schema();
+        for method in METHODS {
+            assert!(
+                schema["methods"][method.name]["params"].is_object(),
+                "{}",
+                method.name
+            );
+            assert!(
+                schema["methods"][method.name]["result"].is_object(),
+                "{}",
+                method.name
+            );
+        }
+        assert_eq!(
+            schema["notifications"].as_object().unwrap().len(),
+            NOTIFICATIONS.len()
+        );
+    }
+}

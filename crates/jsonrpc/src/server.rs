@@ -1,0 +1,298 @@
+//! One connection: reading requests, running them concurrently, writing
+//! responses and notifications.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+use std::time::Duration;
+
+use serde_json::Value;
+use shellvisor::Runtime;
+use shellvisor::Session;
+use shellvisor::SessionEvent;
+use tokio::io::AsyncRead;
+use tokio::io::AsyncWrite;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::task::JoinSet;
+
+use crate::envelope::INTERNAL_ERROR;
+use crate::envelope::INVALID_REQUEST;
+use crate::envelope::PARSE_ERROR;
+use crate::envelope::RpcError;
+use crate::envelope::error_response;
+use crate::envelope::notification;
+use crate::envelope::parse_request;
+use crate::envelope::response;
+use crate::lines::Line;
+use crate::lines::LineReader;
+use crate::methods;
+use crate::methods::RuntimeInfo;
+
+/// Messages queued for the writer before producers wait.
+const OUTBOX: usize = 1024;
+/// How long requests still running at end of input may take to finish.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(2);
+
+/// How a connection is served.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Longest accepted line, in bytes (longer ones are answered with
+    /// `-32600` and skipped).
+    pub max_line_bytes: usize,
+    /// Shut the runtime down when the connection's input ends (stdio mode:
+    /// everything the server started dies with the session). A socket server
+    /// shares its runtime between connections and keeps it.
+    pub shutdown_on_eof: bool,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            max_line_bytes: 1024 * 1024,
+            shutdown_on_eof: true,
+        }
+    }
+}
+
+/// What the methods of one connection share.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    runtime: Runtime,
+    outbox: mpsc::Sender<Value>,
+    subscriptions: Mutex<HashMap<String, JoinHandle<()>>>,
+}
+
+impl Connection {
+    pub(crate) async fn session(&self, id: &str) -> shellvisor::Result<Session> {
+        self.runtime.session(id).await
+    }
+
+    pub(crate) async fn close_session(&self, id: &str) {
+        if let Some(task) = self.lock().remove(id) {
+            task.abort();
+        }
+        self.runtime.close_session(id).await;
+    }
+
+    pub(crate) fn info(&self) -> RuntimeInfo {
+        methods::runtime_info(
+            self.runtime.running_jobs(),
+            self.runtime.live_process_groups(),
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, JoinHandle<()>>> {
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forwards the session's events to this connection as notifications
+    /// (once per session and connection).
+    pub(crate) fn subscribe(&self, id: &str, session: &Session) {
+        let mut subscriptions = self.lock();
+        if subscriptions.contains_key(id) {
+            return;
+        }
+        let mut events = session.subscribe();
+        let outbox = self.outbox.clone();
+        let session_id = id.to_owned();
+        let task = tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                let (method, params) = match event {
+                    SessionEvent::Output {
+                        job_id,
+                        offset,
+                        data,
+                    } => (
+                        "output",
+                        methods::output_note(&session_id, job_id, offset, &data),
+                    ),
+                    SessionEvent::JobStarted { job_id, command } => (
+                        "job.started",
+                        methods::started_note(&session_id, job_id, command),
+                    ),
+                    SessionEvent::JobFinished {
+                        job_id,
+                        exit_code,
+                        timed_out,
+                    } => (
+                        "job.finished",
+                        methods::finished_note(&session_id, job_id, exit_code, timed_out),
+                    ),
+                    SessionEvent::PtyState { job_id, state } => (
+                        "pty.state",
+                        methods::pty_state_note(&session_id, job_id, state),
+                    ),
+                    SessionEvent::Lagged { missed } => {
+                        ("lagged", methods::lagged_note(&session_id, missed))
+                    }
+                    _ => continue,
+                };
+                if outbox.send(notification(method, params)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        subscriptions.insert(id.to_owned(), task);
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        for (_, task) in self.lock().drain() {
+            task.abort();
+        }
+    }
+}
+
+/// Serves one connection until its input ends.
+///
+/// # Errors
+/// When reading the input or writing the output fails.
+pub async fn serve<R, W>(
+    runtime: Runtime,
+    input: R,
+    output: W,
+    options: ServeOptions,
+) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (outbox, inbox) = mpsc::channel::<Value>(OUTBOX);
+    let writer = tokio::spawn(write_all(inbox, output));
+    let conn = Arc::new(Connection {
+        runtime: runtime.clone(),
+        outbox: outbox.clone(),
+        subscriptions: Mutex::new(HashMap::new()),
+    });
+    let mut lines = LineReader::new(input, options.max_line_bytes);
+    let mut running = JoinSet::new();
+    let read = loop {
+        // Reap finished requests as we go.
+        while running.try_join_next().is_some() {}
+        let line = match lines.next_line().await {
+            Ok(Line::Eof) => break Ok(()),
+            Ok(Line::TooLong(len)) => {
+                let error = RpcError::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "request too large: {len} bytes (limit {})",
+                        options.max_line_bytes
+                    ),
+                );
+                send(&outbox, error_response(Value::Null, error)).await;
+                continue;
+            }
+            Ok(Line::Text(line)) => line,
+            Err(err) => break Err(err),
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let message: Value = match serde_json::from_slice(&line) {
+            Ok(message) => message,
+            Err(err) => {
+                let error = RpcError::new(PARSE_ERROR, format!("parse error: {err}"));
+                send(&outbox, error_response(Value::Null, error)).await;
+                continue;
+            }
+        };
+        let conn = Arc::clone(&conn);
+        let outbox = outbox.clone();
+        running.spawn(async move {
+            if let Some(answer) = answer(conn, message).await {
+                send(&outbox, answer).await;
+            }
+        });
+    };
+    // Requests in flight get a moment to finish and be answered; then (in
+    // stdio mode) the runtime goes, and calls still waiting (a long
+    // `job.wait`, a run) end with an error.
+    let _ = tokio::time::timeout(DRAIN_DEADLINE, async {
+        while running.join_next().await.is_some() {}
+    })
+    .await;
+    if options.shutdown_on_eof {
+        runtime.shutdown().await;
+    }
+    let _ = tokio::time::timeout(DRAIN_DEADLINE, async {
+        while running.join_next().await.is_some() {}
+    })
+    .await;
+    running.abort_all();
+    drop(conn);
+    drop(outbox);
+    let written = writer.await.unwrap_or(Ok(()));
+    read.and(written)
+}
+
+/// The answer to one message (a request, a notification or a batch, whose
+/// requests run concurrently and are answered together, in order).
+async fn answer(conn: Arc<Connection>, message: Value) -> Option<Value> {
+    match message {
+        Value::Array(batch) if batch.is_empty() => Some(error_response(
+            Value::Null,
+            RpcError::new(INVALID_REQUEST, "empty batch"),
+        )),
+        Value::Array(batch) => {
+            let tasks: Vec<JoinHandle<Option<Value>>> = batch
+                .into_iter()
+                .map(|message| {
+                    let conn = Arc::clone(&conn);
+                    tokio::spawn(async move { handle(&conn, message).await })
+                })
+                .collect();
+            let mut answers = Vec::with_capacity(tasks.len());
+            for task in tasks {
+                if let Ok(Some(answer)) = task.await {
+                    answers.push(answer);
+                }
+            }
+            (!answers.is_empty()).then_some(Value::Array(answers))
+        }
+        single => handle(&conn, single).await,
+    }
+}
+
+/// The answer to one request (`None` for a notification).
+async fn handle(conn: &Connection, message: Value) -> Option<Value> {
+    let request = match parse_request(message) {
+        Ok(request) => request,
+        Err((id, error)) => return Some(error_response(id, error)),
+    };
+    let outcome = methods::dispatch(conn, &request.method, request.params).await;
+    let id = request.id?;
+    Some(match outcome {
+        Ok(result) => response(id, result),
+        Err(error) => error_response(id, error),
+    })
+}
+
+async fn send(outbox: &mpsc::Sender<Value>, message: Value) {
+    let _ = outbox.send(message).await;
+}
+
+/// Writes each message as one line.
+async fn write_all<W: AsyncWrite + Unpin>(
+    mut inbox: mpsc::Receiver<Value>,
+    mut output: W,
+) -> std::io::Result<()> {
+    while let Some(message) = inbox.recv().await {
+        let mut line = serde_json::to_vec(&message).unwrap_or_else(|err| {
+            let error = RpcError::new(INTERNAL_ERROR, err.to_string());
+            serde_json::to_vec(&error_response(Value::Null, error)).unwrap_or_default()
+        });
+        line.push(b'\n');
+        output.write_all(&line).await?;
+        // Flush when nothing else is queued, so bursts go out together.
+        if inbox.is_empty() {
+            output.flush().await?;
+        }
+    }
+    output.flush().await
+}

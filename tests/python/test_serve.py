@@ -1,0 +1,378 @@
+"""Drives `shellvisor serve` (JSON-RPC 2.0, one object per line) from a
+small asyncio client with no shellvisor code in it.
+
+Usage: test_serve.py <path to the shellvisor binary>
+"""
+
+import asyncio
+import base64
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+
+from procs import processes_with_env
+
+BINARY = sys.argv[1]
+SCENARIO_DEADLINE = 60
+
+
+class RpcError(Exception):
+    def __init__(self, error: dict):
+        super().__init__(f"{error['code']}: {error['message']}")
+        self.code = error["code"]
+        self.data = error.get("data")
+
+
+class Client:
+    """A JSON-RPC client over the server's stdin/stdout."""
+
+    def __init__(self, process: asyncio.subprocess.Process):
+        self.process = process
+        self.next_id = 0
+        self.pending: dict[object, asyncio.Future] = {}
+        self.unmatched: asyncio.Queue = asyncio.Queue()  # responses with id null, and batches
+        self.notifications: list[dict] = []
+        self.notified = asyncio.Condition()
+        self.reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        while True:
+            line = await self.process.stdout.readline()
+            if not line:
+                return
+            message = json.loads(line)
+            if isinstance(message, list) or message.get("id") is None and "method" not in message:
+                await self.unmatched.put(message)
+            elif "method" in message:
+                async with self.notified:
+                    self.notifications.append(message)
+                    self.notified.notify_all()
+            else:
+                future = self.pending.pop(message["id"], None)
+                assert future is not None, f"response to an unknown id: {message}"
+                future.set_result(message)
+
+    async def send_line(self, line: bytes) -> None:
+        self.process.stdin.write(line + b"\n")
+        await self.process.stdin.drain()
+
+    async def request(self, method: str, params: dict | None = None) -> dict:
+        self.next_id += 1
+        request_id = self.next_id
+        future = asyncio.get_running_loop().create_future()
+        self.pending[request_id] = future
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send_line(json.dumps(message).encode())
+        return await future
+
+    async def call(self, method: str, params: dict | None = None):
+        response = await self.request(method, params)
+        if "error" in response:
+            raise RpcError(response["error"])
+        return response["result"]
+
+    async def wait_notification(self, predicate, timeout: float = 20) -> dict:
+        async def find():
+            async with self.notified:
+                while True:
+                    for note in self.notifications:
+                        if predicate(note):
+                            return note
+                    await self.notified.wait()
+
+        return await asyncio.wait_for(find(), timeout)
+
+
+async def start(*args: str, marker: str) -> Client:
+    process = await asyncio.create_subprocess_exec(
+        BINARY,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "SERVE_MARKER": marker, "SHELLVISOR_LOG": "error"},
+        cwd=tempfile.gettempdir(),
+        limit=16 * 1024 * 1024,
+    )
+    return Client(process)
+
+
+async def scenario_run_and_cwd(client: Client) -> None:
+    opened = await client.call("session.open", {"session_id": "main"})
+    assert opened == {"session_id": "main", "subscribed": True}, opened
+    result = await client.call("run", {"session_id": "main", "request": {"command": "echo hi"}})
+    assert result["kind"] == "completed" and result["output"] == "hi\n" and result["exit_code"] == 0, result
+    work = os.path.realpath(tempfile.mkdtemp(prefix="shellvisor-serve-"))
+    await client.call("run", {"session_id": "main", "request": {"command": f"cd {work} && export KEPT=yes"}})
+    result = await client.call("run", {"session_id": "main", "request": {"command": "pwd; echo $KEPT"}})
+    assert result["output"] == f"{work}\nyes\n", result
+    failed = await client.call("run", {"session_id": "main", "request": {"command": "exit 7"}})
+    assert failed["exit_code"] == 7 and failed["is_error"], failed
+
+
+async def scenario_timeout(client: Client) -> None:
+    # With auto-background on (this server's config), a run is answered at
+    # min(threshold, timeout - 1 s), before its deadline; the deadline still
+    # kills it in the background.
+    started = time.monotonic()
+    outcome = await client.call(
+        "run", {"session_id": "main", "request": {"command": "echo before; sleep 30", "timeout": 1}}
+    )
+    assert outcome["kind"] == "backgrounded", outcome
+    waited = await client.call("job.wait", {"session_id": "main", "job_id": outcome["job_id"], "timeout_ms": 20000})
+    result = waited["result"]
+    assert time.monotonic() - started < 15
+    assert result["timed_out"] and result["output"] == "before\n", result
+    assert result["text"].startswith("[Command timed out after 1 seconds]"), result["text"]
+
+
+async def scenario_background(client: Client) -> None:
+    # The server's config turns auto-background on at 1 s.
+    outcome = await client.call("run", {"session_id": "main", "request": {"command": "sleep 2; echo done"}})
+    assert outcome["kind"] == "backgrounded" and outcome["reason"] == "timer", outcome
+    waited = await client.call("job.wait", {"session_id": "main", "job_id": outcome["job_id"], "timeout_ms": 20000})
+    assert waited["result"]["output"] == "done\n", waited
+    info = await client.call("job.info", {"session_id": "main", "job_id": outcome["job_id"]})
+    assert info["state"] == "completed" and info["background"], info
+    started = await client.call("run", {"session_id": "main", "request": {"command": "echo async", "async": True}})
+    assert started["kind"] == "backgrounded" and started["reason"] == "requested", started
+    done = await client.call("job.next_completion", {"session_id": "main", "timeout_ms": 20000})
+    assert done["result"]["job_id"] == started["job_id"] and done["result"]["output"] == "async\n", done
+    none = await client.call("job.next_completion", {"session_id": "main", "timeout_ms": 200})
+    assert none == {"result": None}, none
+    jobs = await client.call("job.list", {"session_id": "main"})
+    assert any(job["job_id"] == started["job_id"] for job in jobs["jobs"]), jobs
+
+
+async def scenario_pty(client: Client) -> None:
+    await client.call("session.open", {"session_id": "term"})
+    started = await client.call(
+        "pty.start", {"session_id": "term", "request": {"command": "read -p 'name? ' n; echo hi $n"}}
+    )
+    job_id = started["job_id"]
+    await client.wait_notification(
+        lambda n: n["method"] == "pty.state"
+        and n["params"]["job_id"] == job_id
+        and n["params"]["state"]["state"] == "awaiting_input"
+    )
+    screen = await client.call("pty.screen", {"session_id": "term", "job_id": job_id})
+    assert screen["lines"][0] == "name?", screen["lines"][:2]
+    assert await client.call("pty.state", {"session_id": "term", "job_id": job_id}) == {"state": "awaiting_input"}
+    size = await client.call("pty.resize", {"session_id": "term", "job_id": job_id, "cols": 100, "rows": 30})
+    assert size == {"cols": 100, "rows": 30}, size
+    await client.call("pty.write", {"session_id": "term", "job_id": job_id, "text": "bob"})
+    await client.call("pty.key", {"session_id": "term", "job_id": job_id, "key": "Enter"})
+    waited = await client.call("job.wait", {"session_id": "term", "job_id": job_id, "timeout_ms": 20000})
+    assert waited["result"]["exit_code"] == 0 and "hi bob" in waited["result"]["output"], waited
+
+
+async def scenario_kill(client: Client) -> None:
+    marker = f"KILL_{uuid.uuid4().hex}"
+    await client.call("session.open", {"session_id": "kill"})
+    run = asyncio.create_task(
+        client.call("run", {"session_id": "kill", "request": {"command": "sleep 60", "env": {"KILL_MARKER": marker}}})
+    )
+    note = await client.wait_notification(
+        lambda n: n["method"] == "job.started" and n["params"]["session_id"] == "kill"
+    )
+    deadline = time.monotonic() + 10
+    while not processes_with_env(f"KILL_MARKER={marker}"):
+        assert time.monotonic() < deadline, "sleep never started"
+        await asyncio.sleep(0.02)
+    await client.call("job.kill", {"session_id": "kill", "job_id": note["params"]["job_id"]})
+    result = await asyncio.wait_for(run, 20)
+    assert result["killed"], result
+    assert not processes_with_env(f"KILL_MARKER={marker}")
+
+
+async def scenario_twenty_sessions(client: Client) -> None:
+    async def one(i: int) -> None:
+        session = f"s{i}"
+        await client.call("session.open", {"session_id": session, "subscribe": False})
+        result = await client.call(
+            "run", {"session_id": session, "request": {"command": f"export N={i}; sleep 0.3; echo s$N", "cwd": "/"}}
+        )
+        assert result["output"] == f"s{i}\n", result
+        again = await client.call("run", {"session_id": session, "request": {"command": "echo $N; pwd"}})
+        assert again["output"] == f"{i}\n/\n", again
+
+    started = time.monotonic()
+    await asyncio.gather(*(one(i) for i in range(20)))
+    # Twenty 0.3 s sleeps ran at the same time, not one after another.
+    assert time.monotonic() - started < 5.5, time.monotonic() - started
+
+
+async def scenario_streamed_bytes(client: Client) -> None:
+    payload = os.urandom(300_000) + b"\x00\xff\xfe no newline at the end"
+    path = os.path.join(tempfile.mkdtemp(prefix="shellvisor-bytes-"), "payload")
+    with open(path, "wb") as f:
+        f.write(payload)
+    await client.call("session.open", {"session_id": "bytes"})
+    result = await client.call("run", {"session_id": "bytes", "request": {"command": f"cat {path}"}})
+    job_id = result["job_id"]
+    assert result["truncation"]["total_bytes"] == len(payload), result["truncation"]
+    await client.wait_notification(lambda n: n["method"] == "job.finished" and n["params"]["job_id"] == job_id)
+    chunks = sorted(
+        (n["params"]["offset"], base64.b64decode(n["params"]["data_base64"]))
+        for n in client.notifications
+        if n["method"] == "output" and n["params"]["job_id"] == job_id
+    )
+    assert not any(n["method"] == "lagged" for n in client.notifications)
+    streamed = b""
+    for offset, data in chunks:
+        assert offset == len(streamed), (offset, len(streamed))
+        streamed += data
+    assert streamed == payload, (len(streamed), len(payload))
+    # The same bytes read back by offset.
+    read = b""
+    while len(read) < len(payload):
+        chunk = await client.call(
+            "job.output", {"session_id": "bytes", "job_id": job_id, "offset": len(read), "max_bytes": 100_000}
+        )
+        read += base64.b64decode(chunk["data_base64"])
+    assert read == payload
+
+
+MALFORMED = [
+    (b"not json", -32700, None),
+    (b'{"jsonrpc":"2.0","id":1,"method":"run"', -32700, None),
+    (b"\xff\xfe", -32700, None),
+    (b"[]", -32600, None),
+    (b"42", -32600, None),
+    (b'"text"', -32600, None),
+    (b"null", -32600, None),
+    (b"{}", -32600, None),
+    (b'{"jsonrpc":"1.0","id":101,"method":"run"}', -32600, 101),
+    (b'{"jsonrpc":"2.0","id":102}', -32600, 102),
+    (b'{"jsonrpc":"2.0","id":103,"method":5}', -32600, 103),
+    (b'{"jsonrpc":"2.0","id":{"a":1},"method":"run"}', -32600, None),
+    (b'{"jsonrpc":"2.0","id":4.5,"method":"run"}', -32600, None),
+    (b'{"jsonrpc":"2.0","id":105,"method":"run","params":"x"}', -32600, 105),
+    (b'{"jsonrpc":"2.0","id":106,"method":"run","extra":true}', -32600, 106),
+    (b'{"jsonrpc":"2.0","id":107,"method":"no.such.method"}', -32601, 107),
+    (b'{"jsonrpc":"2.0","id":108,"method":"run","params":[1,2]}', -32602, 108),
+    (b'{"jsonrpc":"2.0","id":109,"method":"run","params":{}}', -32602, 109),
+    (b'{"jsonrpc":"2.0","id":110,"method":"run","params":{"session_id":"m","request":{}}}', -32602, 110),
+    (b'{"jsonrpc":"2.0","id":111,"method":"run","params":{"session_id":"m","request":{"command":"true","bogus":1}}}', -32602, 111),
+    (b'{"jsonrpc":"2.0","id":112,"method":"run","params":{"session_id":"m","request":{"command":"true","timeout":"soon"}}}', -32602, 112),
+    (b'{"jsonrpc":"2.0","id":113,"method":"job.output","params":{"session_id":"m","job_id":"job_x","offset":-1}}', -32602, 113),
+    (b'{"jsonrpc":"2.0","id":114,"method":"pty.write","params":{"session_id":"m","job_id":"job_x"}}', -32602, 114),
+    (b'{"jsonrpc":"2.0","id":115,"method":"pty.write","params":{"session_id":"m","job_id":"job_x","data_base64":"!!"}}', -32602, 115),
+    (b'{"jsonrpc":"2.0","id":116,"method":"runtime.info","params":{"x":1}}', -32602, 116),
+    (b'{"jsonrpc":"2.0","id":117,"method":"run","params":{"session_id":"m","request":{"command":"true","env":{"1BAD":"x"}}}}', -32000, 117),
+    (b'{"jsonrpc":"2.0","id":118,"method":"run","params":{"session_id":"m","request":{"command":"true","cwd":"/nonexistent/dir"}}}', -32000, 118),
+    (b'{"jsonrpc":"2.0","id":119,"method":"job.info","params":{"session_id":"m","job_id":"job_nope"}}', -32000, 119),
+    (b'{"jsonrpc":"2.0","id":120,"method":"pty.screen","params":{"session_id":"m","job_id":"job_nope"}}', -32000, 120),
+    (b'{"jsonrpc":"2.0","id":121,"method":"' + b"x" * (2 * 1024 * 1024) + b'"}', -32600, None),
+]
+RUNTIME_CODES = {117: "invalid_env_name", 118: "invalid_cwd", 119: "job_not_found", 120: "job_not_found"}
+
+
+async def scenario_malformed(client: Client) -> None:
+    assert len(MALFORMED) >= 20
+    for line, code, request_id in MALFORMED:
+        await client.send_line(line)
+        if request_id is None:
+            response = await asyncio.wait_for(client.unmatched.get(), 10)
+        else:
+            future = asyncio.get_running_loop().create_future()
+            client.pending[request_id] = future
+            response = await asyncio.wait_for(future, 10)
+        assert response["jsonrpc"] == "2.0" and response["id"] == request_id, (line[:80], response)
+        assert response["error"]["code"] == code, (line[:80], response)
+        if request_id in RUNTIME_CODES:
+            assert response["error"]["data"]["code"] == RUNTIME_CODES[request_id], response
+    # A batch is answered as a batch, in order; a notification gets no answer.
+    await client.send_line(
+        b'[{"jsonrpc":"2.0","id":"b1","method":"runtime.info"},'
+        b'{"jsonrpc":"2.0","method":"no.such.notification"},'
+        b'{"jsonrpc":"2.0","id":"b2","method":"nope"}]'
+    )
+    batch = await asyncio.wait_for(client.unmatched.get(), 10)
+    assert [answer["id"] for answer in batch] == ["b1", "b2"], batch
+    assert "result" in batch[0] and batch[1]["error"]["code"] == -32601, batch
+    assert client.unmatched.empty()
+    # Still serving.
+    info = await client.call("runtime.info")
+    assert info["version"], info
+
+
+async def main() -> None:
+    config = os.path.join(tempfile.mkdtemp(prefix="shellvisor-serve-config-"), "config.toml")
+    with open(config, "w") as f:
+        f.write("[jobs]\nauto_background = true\nauto_background_secs = 1\n")
+    marker = f"SERVE_{uuid.uuid4().hex}"
+    client = await start("serve", "--config", config, marker=marker)
+    for scenario in [
+        scenario_run_and_cwd,
+        scenario_timeout,
+        scenario_background,
+        scenario_pty,
+        scenario_kill,
+        scenario_twenty_sessions,
+        scenario_streamed_bytes,
+        scenario_malformed,
+    ]:
+        started = time.monotonic()
+        await asyncio.wait_for(scenario(client), SCENARIO_DEADLINE)
+        print(f"ok   {scenario.__name__} ({time.monotonic() - started:.2f} s)", flush=True)
+    # A long-running job, then end of input: the server shuts down and kills it.
+    await client.call("run", {"session_id": "main", "request": {"command": "sleep 60", "async": True}})
+    client.process.stdin.close()
+    await asyncio.wait_for(client.process.wait(), 20)
+    assert client.process.returncode == 0, client.process.returncode
+    deadline = time.monotonic() + 10
+    while processes_with_env(f"SERVE_MARKER={marker}"):
+        assert time.monotonic() < deadline, processes_with_env(f"SERVE_MARKER={marker}")
+        await asyncio.sleep(0.05)
+    print("ok   end of input shut the server down with nothing left", flush=True)
+
+
+async def socket_mode() -> None:
+    """`serve --socket`: connections share the runtime; SIGTERM stops it."""
+    marker = f"SOCKET_{uuid.uuid4().hex}"
+    path = os.path.join(tempfile.mkdtemp(prefix="shellvisor-sock-"), "rpc.sock")
+    process = await asyncio.create_subprocess_exec(
+        BINARY, "serve", "--socket", path, env={**os.environ, "SOCKET_MARKER": marker}
+    )
+    deadline = time.monotonic() + 20
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, "the socket never appeared"
+        await asyncio.sleep(0.02)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+
+    async def call(reader, writer, request_id, method, params):
+        writer.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode() + b"\n")
+        await writer.drain()
+        while True:
+            message = json.loads(await reader.readline())
+            if message.get("id") == request_id:
+                return message["result"]
+
+    first = await asyncio.open_unix_connection(path)
+    second = await asyncio.open_unix_connection(path)
+    await call(*first, 1, "run", {"session_id": "shared", "request": {"command": "export FROM_FIRST=1; sleep 60 &"}})
+    seen = await call(*second, 1, "run", {"session_id": "shared", "request": {"command": "echo $FROM_FIRST"}})
+    assert seen["output"] == "1\n", seen
+    first[1].close()
+    # The runtime outlives a connection...
+    again = await call(*second, 2, "run", {"session_id": "shared", "request": {"command": "echo still"}})
+    assert again["output"] == "still\n", again
+    # ...and SIGTERM ends it, with everything it started.
+    process.terminate()
+    await asyncio.wait_for(process.wait(), 20)
+    assert not os.path.exists(path)
+    deadline = time.monotonic() + 10
+    while processes_with_env(f"SOCKET_MARKER={marker}"):
+        assert time.monotonic() < deadline, processes_with_env(f"SOCKET_MARKER={marker}")
+        await asyncio.sleep(0.05)
+    print("ok   socket mode: shared runtime, SIGTERM leaves nothing", flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
+    asyncio.run(socket_mode())
