@@ -174,3 +174,22 @@ fn status_field_kib(field: &str) -> u64 {
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// CPU time (user + system) this process has used.
+pub(crate) fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_ascii_whitespace()
+                .filter_map(|f| f.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // utime and stime are fields 14 and 15 (11 and 12 after the state).
+    #[allow(unsafe_code)]
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let used = fields.get(10).copied().unwrap_or(0) + fields.get(11).copied().unwrap_or(0);
+    Duration::from_millis(used * 1000 / ticks)
+}

@@ -1,3 +1,6 @@
+mod chaos;
+mod containment;
+mod faults;
 mod framing;
 mod hygiene;
 mod jobs;

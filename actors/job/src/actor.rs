@@ -629,18 +629,14 @@ impl JobState {
         if let Some(code) = self.pty.as_ref().map(|_| result.exit_code) {
             self.pty_state = Some(PtyState::Exited { code });
         }
-        // Waiters first: a wait that takes the result is its delivery, so the
-        // completion stream must not get it too.
-        for waiter in self.waiters.drain(..) {
-            if waiter.send(Ok(result.clone())).is_ok() {
-                self.delivered = true;
-            }
-        }
-        let deliver = self.background.is_some() && !self.delivered;
         // The slot is free as soon as the run is over.
         self.slot = None;
-        // The Session must learn the shell is free before the caller can send
-        // its next command.
+        // A wait that takes the result is its delivery, so the completion
+        // stream gets it only when nobody waits.
+        self.waiters.retain(|waiter| !waiter.is_closed());
+        let deliver = self.background.is_some() && !self.delivered && self.waiters.is_empty();
+        // The Session must learn the shell (and the terminal slot) is free
+        // before any caller, waiter or not, can send its next request.
         let _ = self.notify.send_message(JobNotice::Finished {
             job_id: self.job_id.clone(),
             release,
@@ -651,6 +647,19 @@ impl JobState {
             exit_code: result.exit_code,
             timed_out: result.timed_out,
         });
+        let mut waited = false;
+        for waiter in self.waiters.drain(..) {
+            if waiter.send(Ok(result.clone())).is_ok() {
+                self.delivered = true;
+                waited = true;
+            }
+        }
+        if self.background.is_some() && !deliver && !self.delivered && !waited {
+            // Every waiter left just now: the stream must have it after all.
+            let _ = self.notify.send_message(JobNotice::Undelivered {
+                job_id: self.job_id.clone(),
+            });
+        }
         if let Some(reply) = self.reply.take() {
             if reply
                 .send(Ok(RunOutcome::Completed((*result).clone())))

@@ -113,6 +113,12 @@ pub enum JobNotice {
         /// Which job.
         job_id: JobId,
     },
+    /// A finished background job's result was meant for a waiter who left:
+    /// it belongs on the completion stream.
+    Undelivered {
+        /// Which job.
+        job_id: JobId,
+    },
     /// The job is over and no longer needs its shell.
     Finished {
         /// Which job.

@@ -25,6 +25,7 @@ use shellvisor_policy::UrlResolver;
 use shellvisor_process::EnvRecord;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::Spawner;
+use shellvisor_process::contain::SessionCgroup;
 use shellvisor_process::pty::PtyBackend;
 use shellvisor_protocol::Config;
 use shellvisor_protocol::JobId;
@@ -75,6 +76,9 @@ pub struct SessionArgs {
     pub resolvers: Arc<Vec<Arc<dyn UrlResolver>>>,
     /// Where pseudo-terminals come from.
     pub pty_backend: Arc<dyn PtyBackend>,
+    /// The session's cgroup, which its shells and terminal programs join
+    /// (killed when the session ends).
+    pub cgroup: Option<Arc<SessionCgroup>>,
 }
 
 /// A Session's state.
@@ -104,6 +108,8 @@ pub struct SessionState {
     /// Callers waiting for the next completion.
     pub(crate) completion_waiters: VecDeque<RpcReplyPort<Box<RunResult>>>,
     pub(crate) budget: RestartBudget,
+    /// Why the primary shell last failed (for `shell_unavailable`).
+    pub(crate) last_failure: Option<String>,
     /// Who wants the job id of the run being admitted (set only while a
     /// `Run` message is handled).
     pub(crate) started: Option<tokio::sync::oneshot::Sender<JobId>>,
@@ -172,6 +178,7 @@ impl Actor for Session {
             completions: VecDeque::new(),
             completion_waiters: VecDeque::new(),
             unavailable_until: None,
+            last_failure: None,
             started: None,
         })
     }
@@ -238,6 +245,10 @@ impl Actor for Session {
             }
             SessionMsg::Job(JobNotice::ShellRefused { job_id }) => {
                 state.shell_refused(&myself, &job_id).await;
+            }
+            SessionMsg::Job(JobNotice::Undelivered { job_id }) => {
+                state.completions.push_back(job_id);
+                state.serve_completions().await;
             }
             SessionMsg::Job(JobNotice::Backgrounded { job_id }) => {
                 state.job_backgrounded(&myself, &job_id).await;

@@ -171,6 +171,7 @@ impl SessionState {
         env.extend(plan.env.iter().map(|(n, v)| (n.into(), v.into())));
         let shell = &self.args.config.shell.program;
         let spec = TerminalSpawnSpec {
+            cgroup: self.args.cgroup.clone(),
             program: shell.clone(),
             args: vec![
                 "--noprofile".into(),

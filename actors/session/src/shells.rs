@@ -79,6 +79,10 @@ impl SessionState {
                     session: self.args.id.to_string(),
                     restarts: self.budget.failures(now),
                     window_secs: self.args.config.restart.window_secs,
+                    last_failure: self
+                        .last_failure
+                        .clone()
+                        .unwrap_or_else(|| "unknown".to_owned()),
                 });
             }
             self.unavailable_until = None;
@@ -115,6 +119,7 @@ impl SessionState {
             spawner: Arc::clone(&self.args.spawner),
             registry: Arc::clone(&self.args.registry),
             spawn: ShellSpawnSpec {
+                cgroup: self.args.cgroup.clone(),
                 program: config.shell.program.clone(),
                 env,
                 cwd,
@@ -325,6 +330,7 @@ impl SessionState {
     /// budget and restart, or refuse until the window passes.
     pub(crate) async fn primary_failed(&mut self, myself: &ActorRef<SessionMsg>, reason: &str) {
         tracing::warn!(session = %self.args.id, reason, "shell ended unexpectedly");
+        self.last_failure = Some(reason.to_owned());
         let now = Instant::now();
         if let Some(until) = self.budget.charge(now) {
             tracing::warn!(session = %self.args.id, "shell restart budget spent; shell unavailable until the window passes");

@@ -20,6 +20,7 @@ use shellvisor_policy::UrlResolver;
 use shellvisor_process::PrivateDir;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::Spawner;
+use shellvisor_process::contain::Containment;
 use shellvisor_process::pty::PtyBackend;
 use shellvisor_protocol::Config;
 use shellvisor_protocol::Error;
@@ -67,6 +68,8 @@ pub struct SupervisorArgs {
     pub resolvers: Arc<Vec<Arc<dyn UrlResolver>>>,
     /// Where pseudo-terminals come from.
     pub pty_backend: Arc<dyn PtyBackend>,
+    /// The runtime's containment (session cgroups).
+    pub containment: Arc<Containment>,
 }
 
 /// The root supervisor's state.
@@ -217,6 +220,7 @@ impl SupervisorState {
             interceptor: self.args.interceptor.clone(),
             resolvers: Arc::clone(&self.args.resolvers),
             pty_backend: Arc::clone(&self.args.pty_backend),
+            cgroup: self.args.containment.session_cgroup(&name),
         };
         let (actor, _) = Actor::spawn_linked(None, Session, args, myself.get_cell())
             .await

@@ -1,6 +1,7 @@
 //! Printing a job's output in order from the session's event stream, reading
 //! back by offset whatever the stream did not deliver.
 
+use shellvisor::ErrorCode;
 use shellvisor::JobId;
 use shellvisor::Session;
 use shellvisor::SessionEvent;
@@ -67,7 +68,20 @@ impl OutputPrinter {
             let want = usize::try_from(to - self.printed)
                 .unwrap_or(GAP_READ_BYTES)
                 .min(GAP_READ_BYTES);
-            let chunk = self.session.read_output(job, self.printed, want).await?;
+            let chunk = match self.session.read_output(job, self.printed, want).await {
+                Ok(chunk) => chunk,
+                // Neither in memory nor saved (the artifact could not be
+                // written): say so and go on with what is still there.
+                Err(err) if err.code() == ErrorCode::OutputUnavailable => {
+                    eprintln!(
+                        "shellvisor: bytes {}..{to} of the output are lost: {err}",
+                        self.printed
+                    );
+                    self.printed = to;
+                    break;
+                }
+                Err(err) => return Err(err.into()),
+            };
             if chunk.data.is_empty() {
                 break;
             }

@@ -215,6 +215,8 @@ pub(crate) struct RuntimeInfo {
     pub running_jobs: usize,
     /// Process groups and terminal sessions the runtime has alive.
     pub live_process_groups: usize,
+    /// How the runtime contains what it starts.
+    pub containment: shellvisor::ContainmentReport,
 }
 
 /// `output` notification.
@@ -658,11 +660,16 @@ pub(crate) fn lagged_note(session_id: &str, missed: u64) -> Value {
     .unwrap_or(Value::Null)
 }
 
-pub(crate) fn runtime_info(running_jobs: usize, live_process_groups: usize) -> RuntimeInfo {
+pub(crate) fn runtime_info(
+    running_jobs: usize,
+    live_process_groups: usize,
+    containment: shellvisor::ContainmentReport,
+) -> RuntimeInfo {
     RuntimeInfo {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         running_jobs,
         live_process_groups,
+        containment,
     }
 }
 

@@ -81,6 +81,7 @@ impl Connection {
         methods::runtime_info(
             self.runtime.running_jobs(),
             self.runtime.live_process_groups(),
+            self.runtime.containment(),
         )
     }
 

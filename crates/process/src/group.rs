@@ -109,6 +109,7 @@ impl fmt::Debug for ProcessGroupId {
 pub struct ProcessRegistry {
     groups: DashSet<i32>,
     sessions: DashSet<i32>,
+    reaper: std::sync::OnceLock<Arc<crate::contain::ReaperLink>>,
 }
 
 impl ProcessRegistry {
@@ -129,10 +130,44 @@ impl ProcessRegistry {
 
     pub(crate) fn insert_session(&self, sid: i32) {
         self.sessions.insert(sid);
+        if let Some(reaper) = self.reaper.get() {
+            reaper.session_started(sid);
+        }
     }
 
     pub(crate) fn remove_session(&self, sid: i32) {
-        self.sessions.remove(&sid);
+        if self.sessions.remove(&sid).is_some()
+            && let Some(reaper) = self.reaper.get()
+        {
+            reaper.session_ended(sid);
+        }
+    }
+
+    fn insert_group(&self, pgid: i32) {
+        self.groups.insert(pgid);
+        if let Some(reaper) = self.reaper.get() {
+            reaper.group_started(pgid);
+        }
+    }
+
+    fn remove_group(&self, pgid: i32) {
+        if self.groups.remove(&pgid).is_some()
+            && let Some(reaper) = self.reaper.get()
+        {
+            reaper.group_ended(pgid);
+        }
+    }
+
+    /// Reports groups and sessions to `reaper` from now on (and those already
+    /// registered).
+    pub(crate) fn set_reaper(&self, reaper: Arc<crate::contain::ReaperLink>) {
+        for group in self.groups.iter() {
+            reaper.group_started(*group);
+        }
+        for session in self.sessions.iter() {
+            reaper.session_started(*session);
+        }
+        let _ = self.reaper.set(reaper);
     }
 
     /// SIGKILLs every registered group and every member of every registered
@@ -148,7 +183,7 @@ impl ProcessRegistry {
                     "terminal session still has members after SIGKILL"
                 );
             }
-            self.sessions.remove(&raw);
+            self.remove_session(raw);
         }
         let groups: Vec<i32> = self.groups.iter().map(|g| *g).collect();
         for raw in groups {
@@ -157,7 +192,7 @@ impl ProcessRegistry {
             {
                 tracing::warn!(pgid = raw, %err, "could not kill process group");
             }
-            self.groups.remove(&raw);
+            self.remove_group(raw);
         }
     }
 }
@@ -174,7 +209,7 @@ pub struct GroupGuard {
 impl GroupGuard {
     /// Starts guarding `group`.
     pub fn new(group: ProcessGroupId, registry: Arc<ProcessRegistry>) -> Self {
-        registry.groups.insert(group.as_raw());
+        registry.insert_group(group.as_raw());
         Self {
             group,
             registry,
@@ -204,7 +239,7 @@ impl GroupGuard {
     pub fn release(&mut self) {
         if self.armed {
             self.armed = false;
-            self.registry.groups.remove(&self.group.as_raw());
+            self.registry.remove_group(self.group.as_raw());
         }
     }
 }

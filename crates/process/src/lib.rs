@@ -14,6 +14,8 @@
 //!   has finished killing the group.
 //! - [`ProcessSessionId`], [`SessionGuard`]: every process group of a POSIX
 //!   session (job control on a terminal makes several), killed together.
+//! - [`contain`]: containment that survives the runtime's death (a cgroup
+//!   per session, a reaper process, a startup sweep).
 //! - [`pty`]: pseudo-terminals behind a backend trait, programs started on
 //!   them with the same containment, and "waiting for input" detection.
 //! - [`script`], [`StatusParser`], [`parse_exported_env`]: the shell protocol
@@ -26,6 +28,7 @@
 compile_error!("shellvisor-process supports Linux only (it relies on pidfd, PDEATHSIG and /proc)");
 
 mod child;
+pub mod contain;
 mod dirs;
 mod envsnap;
 mod fifo;

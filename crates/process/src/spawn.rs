@@ -13,6 +13,7 @@ use std::sync::Arc;
 use rustix::pipe::PipeFlags;
 
 use crate::child::ChildProcess;
+use crate::contain::SessionCgroup;
 use crate::group::GroupGuard;
 use crate::group::ProcessGroupId;
 use crate::group::ProcessRegistry;
@@ -27,6 +28,8 @@ pub struct ShellSpawnSpec {
     pub env: Vec<(OsString, OsString)>,
     /// Initial working directory.
     pub cwd: PathBuf,
+    /// The session's cgroup, which the shell joins before `exec`.
+    pub cgroup: Option<Arc<SessionCgroup>>,
 }
 
 /// A started shell.
@@ -72,6 +75,7 @@ pub fn spawn_shell(
         ChildSetup::Shell {
             status_fd: status_write.as_raw_fd(),
         },
+        cgroup_fds(spec.cgroup.as_deref()),
     );
     let mut child = command.spawn()?;
     drop(status_write);
@@ -110,19 +114,31 @@ pub(crate) enum ChildSetup {
     Terminal,
 }
 
-/// Runs in the forked child before `exec`: new session, death signal, no
-/// inherited descriptors but 0-2 (and the status fd of a shell), and for a
-/// terminal program its controlling terminal.
+/// The `cgroup.procs` descriptors a child joins (-1: none).
+pub(crate) fn cgroup_fds(cgroup: Option<&SessionCgroup>) -> [i32; 2] {
+    cgroup.map_or([-1, -1], SessionCgroup::procs_fds)
+}
+
+/// Runs in the forked child before `exec`: joins the session's cgroup (by
+/// writing `0`, "this process", to each `cgroup.procs` descriptor), new
+/// session, death signal, no inherited descriptors but 0-2 (and the status fd
+/// of a shell), and for a terminal program its controlling terminal.
 #[allow(unsafe_code)]
-pub(crate) fn install_child_setup(command: &mut Command, setup: ChildSetup) {
+pub(crate) fn install_child_setup(command: &mut Command, setup: ChildSetup, cgroup_fds: [i32; 2]) {
     let parent = std::process::id();
     // SAFETY: the closure runs between fork and exec, so it must only make
-    // async-signal-safe calls. It calls setsid, ioctl, prctl, getppid,
+    // async-signal-safe calls. It calls write, setsid, ioctl, prctl, getppid,
     // syscall (close_range), dup2 and fcntl through libc (all
-    // async-signal-safe), allocates nothing, and reports failure through
+    // async-signal-safe), allocates nothing (the cgroup descriptors are
+    // plain integers opened before the fork and kept open by the caller), and reports failure through
     // io::Error::last_os_error, which only reads errno.
     unsafe {
         command.pre_exec(move || {
+            for fd in cgroup_fds {
+                if fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }

@@ -28,6 +28,8 @@ pub struct Config {
     pub jobs: JobsConfig,
     /// Runs on a pseudo-terminal.
     pub pty: PtyConfig,
+    /// Process containment beyond process groups.
+    pub containment: ContainmentConfig,
     /// Directory for the runtime's private files (command scripts, FIFOs).
     /// Default: a fresh `shellvisor-<random>` directory (mode 0700) under
     /// `$XDG_RUNTIME_DIR`, `/dev/shm`, or the temporary directory, removed at shutdown.
@@ -250,6 +252,30 @@ impl Default for JobsConfig {
             retention_secs: 300,
             max_retained_per_session: 64,
             child_poll_ms: 1000,
+        }
+    }
+}
+
+/// Process containment that survives the runtime's death (see
+/// `docs/architecture.md`, "Process containment").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContainmentConfig {
+    /// Put each session in a cgroup v2 leaf where the runtime can create one.
+    pub cgroups: bool,
+    /// Start the reaper process that kills what the runtime leaves if it dies.
+    pub reaper: bool,
+    /// `pids.max` of each session's cgroup where a pids controller is
+    /// available (bounds fork bombs); `0` sets none.
+    pub pids_max_per_session: u64,
+}
+
+impl Default for ContainmentConfig {
+    fn default() -> Self {
+        Self {
+            cgroups: true,
+            reaper: true,
+            pids_max_per_session: 4096,
         }
     }
 }

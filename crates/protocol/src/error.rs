@@ -114,7 +114,7 @@ pub enum Error {
     /// Returned by a session whose shell failed to start too often within the
     /// restart window. A retry after the window may succeed.
     #[error(
-        "shell_unavailable: the shell of session {session} failed {restarts} times within {window_secs} s; not restarting until the window passes"
+        "shell_unavailable: the shell of session {session} failed {restarts} times within {window_secs} s (last: {last_failure}); not restarting until the window passes"
     )]
     ShellUnavailable {
         /// The session.
@@ -123,6 +123,8 @@ pub enum Error {
         restarts: u32,
         /// The window, in seconds.
         window_secs: u64,
+        /// Why the shell last failed (for example `Too many open files`).
+        last_failure: String,
     },
     /// A process (usually the shell) could not be started.
     #[error("failed to start {what}: {message}")]

@@ -22,6 +22,7 @@ mod result;
 mod terminal;
 
 pub use config::Config;
+pub use config::ContainmentConfig;
 pub use config::InterceptRule;
 pub use config::InterceptorConfig;
 pub use config::JobsConfig;
@@ -43,6 +44,8 @@ pub use request::RunRequest;
 pub use result::ArtifactRef;
 pub use result::BackgroundReason;
 pub use result::BackgroundedRun;
+pub use result::ContainmentLayer;
+pub use result::ContainmentReport;
 pub use result::JobInfo;
 pub use result::JobState;
 pub use result::RunOutcome;

@@ -203,3 +203,44 @@ pub struct TimeoutInfo {
     /// What the caller asked for, when it differs from the effective value.
     pub requested_secs: Option<u64>,
 }
+
+/// Which containment layer is in effect (the strongest one set up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ContainmentLayer {
+    /// A cgroup v2 leaf per session, killed by the reaper if the runtime dies:
+    /// catches `setsid` escapes and double-forked daemons.
+    Cgroup,
+    /// No cgroup: the reaper kills the recorded process groups and terminal
+    /// sessions if the runtime dies (a `setsid` escape is not caught).
+    Reaper,
+    /// Process groups and the death signal only: after a SIGKILL of the
+    /// runtime, the shells die but their `&` children survive.
+    ProcessGroups,
+}
+
+impl ContainmentLayer {
+    /// The layer's wire name: `cgroup`, `reaper` or `process_groups`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContainmentLayer::Cgroup => "cgroup",
+            ContainmentLayer::Reaper => "reaper",
+            ContainmentLayer::ProcessGroups => "process_groups",
+        }
+    }
+}
+
+/// How the runtime contains the processes it starts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ContainmentReport {
+    /// The strongest layer in effect.
+    pub layer: ContainmentLayer,
+    /// The runtime's cgroup directory, with the cgroup layer.
+    pub cgroup: Option<String>,
+    /// Each session's `pids.max`, where a pids controller is available.
+    pub pids_max_per_session: Option<u64>,
+    /// Cgroups of dead runtimes removed when this one started.
+    pub swept: usize,
+}

@@ -15,6 +15,8 @@
 //! group, gets `SIGKILL` if the runtime's spawner thread ends, and is killed
 //! with its group by [`Runtime::shutdown`] or when the last handle is dropped.
 
+#[cfg(feature = "chaos")]
+pub mod chaos;
 pub mod pty;
 mod runtime;
 mod session;
@@ -33,6 +35,9 @@ pub use shellvisor_protocol::ArtifactRef;
 pub use shellvisor_protocol::BackgroundReason;
 pub use shellvisor_protocol::BackgroundedRun;
 pub use shellvisor_protocol::Config;
+pub use shellvisor_protocol::ContainmentConfig;
+pub use shellvisor_protocol::ContainmentLayer;
+pub use shellvisor_protocol::ContainmentReport;
 pub use shellvisor_protocol::Error;
 pub use shellvisor_protocol::ErrorCode;
 pub use shellvisor_protocol::InterceptRule;

@@ -21,9 +21,12 @@ use shellvisor_policy::default_intercept_rules;
 use shellvisor_process::PrivateDir;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::Spawner;
+use shellvisor_process::contain::Containment;
+use shellvisor_process::contain::ContainmentOptions;
 use shellvisor_process::pty::PortablePty;
 use shellvisor_process::pty::PtyBackend;
 use shellvisor_protocol::Config;
+use shellvisor_protocol::ContainmentReport;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::SessionId;
@@ -38,7 +41,7 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// of its processes; [`Runtime::shutdown`] does it gracefully.
 #[derive(Clone, Debug)]
 pub struct Runtime {
-    inner: Arc<RuntimeInner>,
+    pub(crate) inner: Arc<RuntimeInner>,
 }
 
 #[derive(Debug)]
@@ -46,6 +49,7 @@ pub(crate) struct RuntimeInner {
     root: ActorRef<SupervisorMsg>,
     spawner: Arc<Spawner>,
     registry: Arc<ProcessRegistry>,
+    containment: Arc<Containment>,
     config: Arc<Config>,
     running_jobs: Arc<AtomicUsize>,
     shut_down: AtomicBool,
@@ -142,6 +146,28 @@ impl Runtime {
                 .map_err(|err| Error::io("starting the spawner thread", &err))?,
         );
         let registry = ProcessRegistry::new();
+        let options = ContainmentOptions {
+            cgroups: config.containment.cgroups,
+            reaper: config.containment.reaper,
+            pids_max_per_session: Some(config.containment.pids_max_per_session)
+                .filter(|max| *max > 0),
+            shell: config.shell.program.clone(),
+        };
+        let registry_for_containment = Arc::clone(&registry);
+        let containment = Arc::new(
+            tokio::task::spawn_blocking(move || {
+                Containment::establish(&options, &registry_for_containment)
+            })
+            .await
+            .map_err(|err| Error::Spawn {
+                what: "containment".to_owned(),
+                message: err.to_string(),
+            })?,
+        );
+        tracing::debug!(
+            layer = containment.layer().as_str(),
+            "containment in effect"
+        );
         let initial_cwd = config
             .shell
             .cwd
@@ -175,6 +201,7 @@ impl Runtime {
             interceptor,
             resolvers: Arc::new(resolvers),
             pty_backend,
+            containment: Arc::clone(&containment),
         };
         let (root, _) = Actor::spawn(None, Supervisor, args)
             .await
@@ -187,6 +214,7 @@ impl Runtime {
                 root,
                 spawner,
                 registry,
+                containment,
                 config,
                 running_jobs,
                 shut_down: AtomicBool::new(false),
@@ -255,10 +283,25 @@ impl Runtime {
             .await;
         self.inner.registry.kill_all();
         self.inner.spawner.shutdown();
+        let containment = Arc::clone(&self.inner.containment);
+        let _ = tokio::task::spawn_blocking(move || containment.close()).await;
+    }
+
+    /// How the runtime contains the processes it starts: a cgroup per session
+    /// with a reaper (`cgroup`), the reaper alone (`reaper`), or process
+    /// groups only (`process_groups`).
+    pub fn containment(&self) -> ContainmentReport {
+        self.inner.containment.report()
     }
 }
 
 impl RuntimeInner {
+    /// The root supervisor's cell (for fault injection).
+    #[cfg(feature = "chaos")]
+    pub(crate) fn root_cell(&self) -> ractor::ActorCell {
+        self.root.get_cell()
+    }
+
     pub(crate) fn check_running(&self) -> Result<()> {
         if self.shut_down.load(Ordering::SeqCst) {
             Err(Error::ShuttingDown)
@@ -287,5 +330,6 @@ impl Drop for RuntimeInner {
         self.registry.kill_all();
         self.root.kill();
         self.spawner.shutdown();
+        self.containment.close();
     }
 }

@@ -9,10 +9,12 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use crate::child::ChildProcess;
+use crate::contain::SessionCgroup;
 use crate::group::ProcessRegistry;
 use crate::posix_session::ProcessSessionId;
 use crate::posix_session::SessionGuard;
 use crate::spawn::ChildSetup;
+use crate::spawn::cgroup_fds;
 use crate::spawn::install_child_setup;
 
 /// How to start a program on a terminal.
@@ -26,6 +28,8 @@ pub struct TerminalSpawnSpec {
     pub env: Vec<(OsString, OsString)>,
     /// Working directory.
     pub cwd: PathBuf,
+    /// The session's cgroup, which the program joins before `exec`.
+    pub cgroup: Option<Arc<SessionCgroup>>,
 }
 
 /// A program started on a terminal.
@@ -61,7 +65,11 @@ pub fn spawn_on_terminal(
         .stdin(Stdio::from(slave.try_clone()?))
         .stdout(Stdio::from(slave.try_clone()?))
         .stderr(Stdio::from(slave.try_clone()?));
-    install_child_setup(&mut command, ChildSetup::Terminal);
+    install_child_setup(
+        &mut command,
+        ChildSetup::Terminal,
+        cgroup_fds(spec.cgroup.as_deref()),
+    );
     let child = command.spawn()?;
     // The Command's copies of the slave close with it.
     drop(command);

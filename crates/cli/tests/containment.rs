@@ -1,0 +1,150 @@
+//! Nothing outlives the runtime, even when it is SIGKILLed: 8 sessions each
+//! hold a foreground `sleep`, a `&` job, a `setsid` grandchild, a
+//! double-forked daemon and a PTY job-control background job; the server
+//! process gets `kill -9`; 2 s later no process it started is alive.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::BufRead;
+use std::io::BufReader;
+use std::io::Write;
+use std::process::Child;
+use std::process::Command;
+use std::process::Stdio;
+use std::time::Duration;
+use std::time::Instant;
+
+const SESSIONS: usize = 8;
+const ROUNDS: usize = 10;
+/// Processes each session leaves running: the foreground sleep, the `&` job,
+/// the setsid grandchild, the daemon, and the terminal's two sleeps.
+const PER_SESSION: usize = 6;
+
+/// Live (non-zombie) processes whose environment holds `needle`.
+fn marked(needle: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if !environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.trim_start().chars().next());
+        if state == Some('Z') || state.is_none() {
+            continue;
+        }
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+    }
+    found
+}
+
+fn send(server: &mut Child, id: usize, method: &str, params: serde_json::Value) {
+    let line = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let stdin = server.stdin.as_mut().unwrap();
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+}
+
+fn round(round: usize) -> Duration {
+    let marker = format!("CONTAIN_{}_{round}", std::process::id());
+    let needle = format!("CONTAIN_MARKER={marker}");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_shellvisor"))
+        .arg("serve")
+        .env("CONTAIN_MARKER", &marker)
+        .env_remove("SHELLVISOR_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    send(&mut server, 0, "runtime.info", serde_json::json!({}));
+    let info: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    if round == 0 {
+        println!("containment: {}", info["result"]["containment"]);
+    }
+    let mut id = 1;
+    for s in 0..SESSIONS {
+        let session = format!("s{s}");
+        let commands = [
+            // A `&` job, a setsid grandchild, a double-forked daemon (async: isolated shells).
+            "sleep 1001 & echo started",
+            "setsid sleep 1002 & echo started",
+            "( ( setsid sleep 1003 </dev/null >/dev/null 2>&1 & ) & ); echo started",
+        ];
+        for command in commands {
+            send(
+                &mut server,
+                id,
+                "run",
+                serde_json::json!({"session_id": session, "request": {"command": command, "async": true}}),
+            );
+            id += 1;
+        }
+        // A terminal whose interactive bash puts `sleep 1004` in its own group.
+        send(
+            &mut server,
+            id,
+            "pty.start",
+            serde_json::json!({"session_id": session, "request": {"command": "bash --norc -ic 'sleep 1004 & sleep 1005'"}}),
+        );
+        id += 1;
+        // The foreground sleep holds the session's primary shell (never answered).
+        send(
+            &mut server,
+            id,
+            "run",
+            serde_json::json!({"session_id": session, "request": {"command": "sleep 1000"}}),
+        );
+        id += 1;
+    }
+    let want = SESSIONS * PER_SESSION;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let sleeps = marked(&needle)
+            .into_iter()
+            .filter(|(_, cmd)| cmd.starts_with("sleep 100"))
+            .count();
+        if sleeps >= want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {sleeps} of {want} sleeps started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed = Instant::now();
+    server.kill().unwrap(); // SIGKILL
+    server.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let left = marked(&needle);
+    assert!(
+        left.is_empty(),
+        "round {round}: alive 2 s after the runtime's SIGKILL: {left:?}"
+    );
+    // How long until the last one was gone is bounded by the 2 s wait.
+    killed.elapsed()
+}
+
+#[test]
+fn nothing_survives_a_sigkill_of_the_runtime() {
+    for r in 0..ROUNDS {
+        round(r);
+    }
+    println!(
+        "{ROUNDS} rounds x {SESSIONS} sessions x {PER_SESSION} processes: 0 alive 2 s after kill -9"
+    );
+}

@@ -1,0 +1,567 @@
+//! The chaos soak: sessions run a mixed workload while an injector kills
+//! random actors (ractor `kill()`) and SIGKILLs random shells. Every call is
+//! recorded (invoked, completed with what) and the history is checked
+//! afterwards: no lost or duplicated completion, no output attributed to the
+//! wrong call, no orphan, and memory and descriptors back to baseline.
+//!
+//! Seeded and reproducible in its choices (timing is not): set
+//! `SHELLVISOR_CHAOS_SEED`, `SHELLVISOR_CHAOS_SECS` (default 120 under CI,
+//! 30 otherwise) and `SHELLVISOR_CHAOS_SESSIONS` (default 16).
+
+use std::collections::HashMap;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+use std::time::Instant;
+
+use shellvisor::BackgroundReason;
+use shellvisor::Config;
+use shellvisor::ErrorCode;
+use shellvisor::JobId;
+use shellvisor::RunOutcome;
+use shellvisor::RunRequest;
+use shellvisor::RunResult;
+use shellvisor::Session;
+use shellvisor::chaos::ActorKind;
+
+use crate::support::TestRuntime;
+use crate::support::peak_rss_bytes;
+use crate::support::rss_bytes;
+
+/// A call that takes longer than this is lost.
+const CALL_DEADLINE: Duration = Duration::from_secs(60);
+/// Actor kills per minute, and shell SIGKILLs per minute.
+const ACTOR_KILLS_PER_MIN: u64 = 60;
+const SHELL_KILLS_PER_MIN: u64 = 10;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// xorshift64*: small, seeded, good enough to pick operations.
+#[derive(Clone, Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Op {
+    Echo,
+    Sleep,
+    Flood,
+    Async,
+    AutoBackground,
+    Pty,
+}
+
+const OPS: [Op; 6] = [
+    Op::Echo,
+    Op::Sleep,
+    Op::Flood,
+    Op::Async,
+    Op::AutoBackground,
+    Op::Pty,
+];
+
+#[derive(Debug)]
+enum Outcome {
+    /// A result came back.
+    Result(Box<RunResult>),
+    /// A clear error came back.
+    Error(ErrorCode),
+    /// Nothing came back within the deadline.
+    Lost,
+}
+
+#[derive(Debug)]
+struct Record {
+    session: usize,
+    op: Op,
+    token: String,
+    outcome: Outcome,
+    /// When a wait returned this call's background result.
+    waited_at: Option<Instant>,
+    job_id: Option<JobId>,
+}
+
+/// Every `@@...@@` token in `text`.
+fn tokens(text: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("@@") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("@@") else { break };
+        found.push(&after[..end]);
+        rest = &after[end + 2..];
+    }
+    found
+}
+
+async fn bounded<T>(
+    future: impl std::future::Future<Output = shellvisor::Result<T>>,
+) -> Result<T, Outcome> {
+    match tokio::time::timeout(CALL_DEADLINE, future).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(Outcome::Error(err.code())),
+        Err(_) => Err(Outcome::Lost),
+    }
+}
+
+/// Waits for a background job's result.
+async fn wait_job(session: &Session, job: &JobId) -> (Outcome, Option<Instant>) {
+    match bounded(session.wait(job, CALL_DEADLINE)).await {
+        Ok(Some(result)) => (Outcome::Result(Box::new(result)), Some(Instant::now())),
+        Ok(None) => (Outcome::Lost, None),
+        Err(outcome) => (outcome, None),
+    }
+}
+
+/// Runs one operation and records how it ended.
+async fn run_op(session: &Session, index: usize, op: Op, token: String) -> Record {
+    let mut waited_at = None;
+    let mut job_id = None;
+    let marker = format!("@@{token}@@");
+    let outcome = match op {
+        Op::Echo | Op::Sleep | Op::Flood => {
+            let command = match op {
+                Op::Echo => format!("echo {marker}"),
+                Op::Sleep => format!("sleep 0.5; echo {marker}"),
+                _ => format!("head -c 5000000 /dev/zero | tr '\\0' x; echo; echo {marker}"),
+            };
+            match bounded(session.run(RunRequest::new(command))).await {
+                Ok(RunOutcome::Completed(result)) => Outcome::Result(Box::new(result)),
+                Ok(RunOutcome::Backgrounded(job)) => {
+                    // A slow flood may outlive the auto-background timer.
+                    job_id = Some(job.job_id.clone());
+                    let (outcome, at) = wait_job(session, &job.job_id).await;
+                    waited_at = at;
+                    outcome
+                }
+                Ok(_) => Outcome::Lost,
+                Err(outcome) => outcome,
+            }
+        }
+        Op::Async | Op::AutoBackground => {
+            let (command, run_async) = match op {
+                Op::Async => (format!("sleep 0.3; echo {marker}"), true),
+                _ => (format!("sleep 1.3; echo {marker}"), false),
+            };
+            match bounded(session.run(RunRequest::new(command).run_async(run_async))).await {
+                Ok(RunOutcome::Backgrounded(job)) => {
+                    if op == Op::AutoBackground {
+                        assert_eq!(job.reason, BackgroundReason::Timer);
+                    }
+                    job_id = Some(job.job_id.clone());
+                    let (outcome, at) = wait_job(session, &job.job_id).await;
+                    waited_at = at;
+                    outcome
+                }
+                Ok(RunOutcome::Completed(result)) => Outcome::Result(Box::new(result)),
+                Ok(_) => Outcome::Lost,
+                Err(outcome) => outcome,
+            }
+        }
+        Op::Pty => {
+            match bounded(session.start_pty(RunRequest::new("read -p 'v? ' v; echo \"$v\""))).await
+            {
+                Ok(term) => {
+                    job_id = Some(term.job_id().clone());
+                    // Type once the prompt waits; a killed terminal answers with an error.
+                    let typed = async {
+                        if term.wait_for_input(Duration::from_secs(20)).await? {
+                            term.write(format!("{marker}\r")).await?;
+                        }
+                        Ok(())
+                    };
+                    let _ = bounded(typed).await;
+                    match bounded(term.wait(Duration::from_secs(5))).await {
+                        Ok(Some(result)) => {
+                            waited_at = Some(Instant::now());
+                            Outcome::Result(Box::new(result))
+                        }
+                        // Never typed into (its terminal was killed before it
+                        // waited): end it; the kill's answer is the outcome.
+                        Ok(None) => match bounded(term.kill()).await {
+                            Ok(()) => {
+                                let (outcome, at) = wait_job(session, term.job_id()).await;
+                                waited_at = at;
+                                outcome
+                            }
+                            Err(outcome) => outcome,
+                        },
+                        Err(outcome) => outcome,
+                    }
+                }
+                Err(outcome) => outcome,
+            }
+        }
+    };
+    Record {
+        session: index,
+        op,
+        token,
+        outcome,
+        waited_at,
+        job_id,
+    }
+}
+
+/// Errors a call may end with while its actors are being killed.
+fn acceptable(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::ActorGone
+            | ErrorCode::JobNotFound
+            | ErrorCode::ShellUnavailable
+            | ErrorCode::InputRejected
+            | ErrorCode::PtyBusy
+    )
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// The session a shell serves, from its working directory.
+fn shell_session(pid: u32, dirs: &HashMap<String, usize>) -> Option<usize> {
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+    dirs.get(cwd.to_str()?).copied()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_soak_loses_nothing_and_leaves_nothing() {
+    let seed: u64 = env_or("SHELLVISOR_CHAOS_SEED", 0x5EED_CA05);
+    let default_secs = if std::env::var_os("CI").is_some() {
+        120
+    } else {
+        30
+    };
+    let secs: u64 = env_or("SHELLVISOR_CHAOS_SECS", default_secs);
+    let sessions: usize = env_or("SHELLVISOR_CHAOS_SESSIONS", 16);
+    println!("chaos: seed {seed:#x}, {secs} s, {sessions} sessions");
+
+    let fds_before = open_fds();
+    let rss_before = rss_bytes();
+    let mut config = Config::default();
+    config.jobs.auto_background = true;
+    config.jobs.auto_background_secs = 1;
+    let rt = TestRuntime::with_config(config).await;
+    let base = tempfile::tempdir().unwrap();
+    let mut handles = Vec::new();
+    let mut dirs = HashMap::new();
+    for i in 0..sessions {
+        let session = rt.session(&format!("chaos-{i}")).await;
+        let dir = base.path().join(format!("s{i}"));
+        std::fs::create_dir(&dir).unwrap();
+        let dir = dir.canonicalize().unwrap();
+        session
+            .run(RunRequest::new(format!("cd '{}'", dir.display())))
+            .await
+            .unwrap();
+        dirs.insert(dir.display().to_string(), i);
+        handles.push(session);
+    }
+
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let records = Arc::new(Mutex::new(Vec::<Record>::new()));
+    let mut workers = Vec::new();
+    for (i, session) in handles.iter().cloned().enumerate() {
+        let records = Arc::clone(&records);
+        let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        workers.push(tokio::spawn(async move {
+            let mut seq = 0u64;
+            while Instant::now() < deadline {
+                seq += 1;
+                let op = OPS[rng.below(OPS.len() as u64) as usize];
+                let token = format!("{i}-{seq}-{:x}", rng.next() & 0xffff_ffff);
+                let record = run_op(&session, i, op, token).await;
+                records.lock().unwrap().push(record);
+            }
+        }));
+    }
+
+    // The completion stream of each session, drained concurrently.
+    let streamed = Arc::new(Mutex::new(Vec::<(JobId, Instant)>::new()));
+    let mut consumers = Vec::new();
+    for session in &handles {
+        let session = session.clone();
+        let streamed = Arc::clone(&streamed);
+        consumers.push(tokio::spawn(async move {
+            while let Ok(result) = session.next_completion().await {
+                streamed
+                    .lock()
+                    .unwrap()
+                    .push((result.job_id, Instant::now()));
+            }
+        }));
+    }
+
+    // The injector.
+    let mut rng = Rng(seed);
+    let mut actor_kills: HashMap<ActorKind, usize> = HashMap::new();
+    let mut shell_kills = 0usize;
+    let mut ready_after = Vec::new();
+    let actor_every = Duration::from_millis(60_000 / ACTOR_KILLS_PER_MIN);
+    let shell_every = 60_000 / SHELL_KILLS_PER_MIN / actor_every.as_millis() as u64;
+    let mut tick = 0u64;
+    while Instant::now() < deadline {
+        tokio::time::sleep(actor_every).await;
+        tick += 1;
+        let actors = rt.runtime.actors();
+        // Sessions are killed less often than the actors inside them.
+        let kinds = [
+            ActorKind::Shell,
+            ActorKind::Job,
+            ActorKind::Sink,
+            ActorKind::PtySession,
+            ActorKind::Shell,
+            ActorKind::Job,
+            ActorKind::Sink,
+            ActorKind::PtySession,
+            ActorKind::Session,
+        ];
+        let kind = kinds[rng.below(kinds.len() as u64) as usize];
+        let candidates: Vec<_> = actors.iter().filter(|a| a.kind() == kind).collect();
+        if !candidates.is_empty() {
+            candidates[rng.below(candidates.len() as u64) as usize].kill();
+            *actor_kills.entry(kind).or_default() += 1;
+        }
+        if tick.is_multiple_of(shell_every) {
+            let shells: Vec<u32> = rt
+                .live_processes()
+                .into_iter()
+                .filter(|(_, cmd)| cmd.trim_end() == "bash --noprofile --norc")
+                .map(|(pid, _)| pid)
+                .collect();
+            if shells.is_empty() {
+                continue;
+            }
+            let pid = shells[rng.below(shells.len() as u64) as usize];
+            let session = shell_session(pid, &dirs);
+            let killed_at = Instant::now();
+            // SAFETY-free: a plain kill(2) through libc on a pid of ours.
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+            shell_kills += 1;
+            // Restart to ready: how long until that session runs a command again.
+            if let Some(i) = session {
+                let probe = &handles[i];
+                let until = Instant::now() + Duration::from_secs(30);
+                while Instant::now() < until {
+                    if let Ok(Ok(RunOutcome::Completed(r))) = tokio::time::timeout(
+                        Duration::from_secs(10),
+                        probe.run(RunRequest::new("true")),
+                    )
+                    .await
+                        && r.exit_code == Some(0)
+                    {
+                        ready_after.push(killed_at.elapsed());
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    for worker in workers {
+        tokio::time::timeout(CALL_DEADLINE * 3, worker)
+            .await
+            .expect("a worker hung")
+            .unwrap();
+    }
+    // Let the last completions reach the stream, then stop the consumers.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for consumer in &consumers {
+        consumer.abort();
+    }
+
+    // Running-job slots all came back.
+    let slots_deadline = Instant::now() + Duration::from_secs(10);
+    while rt.runtime.running_jobs() != 0 {
+        assert!(
+            Instant::now() < slots_deadline,
+            "running jobs stuck at {}",
+            rt.runtime.running_jobs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Check the history.
+    let records = std::mem::take(&mut *records.lock().unwrap());
+    let streamed = std::mem::take(&mut *streamed.lock().unwrap());
+    let mut per_op: HashMap<Op, (usize, usize, usize)> = HashMap::new();
+    let mut lost = Vec::new();
+    let mut misattributed = Vec::new();
+    let mut missing_output = Vec::new();
+    let mut bad_errors = Vec::new();
+    let mut error_codes: HashMap<&str, usize> = HashMap::new();
+    for record in &records {
+        let entry = per_op.entry(record.op).or_default();
+        entry.0 += 1;
+        match &record.outcome {
+            Outcome::Lost => lost.push(record),
+            Outcome::Error(code) => {
+                entry.2 += 1;
+                *error_codes.entry(code.as_str()).or_insert(0usize) += 1;
+                if !acceptable(*code) {
+                    bad_errors.push((record.op, *code));
+                }
+            }
+            Outcome::Result(result) => {
+                entry.1 += 1;
+                let found = tokens(&result.output);
+                if found.iter().any(|t| *t != record.token) {
+                    misattributed.push((
+                        record.token.clone(),
+                        found.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>(),
+                    ));
+                }
+                let clean = result.exit_code == Some(0)
+                    && !result.killed
+                    && !result.timed_out
+                    && !result.shell_restarted
+                    && result
+                        .notices
+                        .iter()
+                        .all(|n| !n.contains("could not be collected"));
+                if clean && !found.contains(&record.token.as_str()) {
+                    missing_output.push((
+                        record.op,
+                        record.token.clone(),
+                        result.output.chars().rev().take(80).collect::<String>(),
+                    ));
+                }
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    let duplicates: Vec<_> = streamed
+        .iter()
+        .filter(|(id, _)| !seen.insert(id.clone()))
+        .collect();
+    let waited: HashMap<&JobId, Instant> = records
+        .iter()
+        .filter_map(|r| Some((r.job_id.as_ref()?, r.waited_at?)))
+        .collect();
+    let delivered_twice: Vec<_> = streamed
+        .iter()
+        .filter(|(id, at)| waited.get(id).is_some_and(|w| w < at))
+        .collect();
+
+    rt.runtime.shutdown().await;
+    rt.assert_no_processes_within(Duration::from_secs(5)).await;
+    drop(handles);
+    drop(rt);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Freed memory stays in the allocator's arenas; hand it back so RSS
+    // shows what is still allocated.
+    #[allow(unsafe_code)]
+    // SAFETY: malloc_trim only releases free heap pages; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    let fds_after = open_fds();
+    let rss_after = rss_bytes();
+
+    let mut ready = ready_after.clone();
+    ready.sort();
+    let pct = |q: f64| {
+        ready
+            .get(((ready.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or_default()
+    };
+    println!(
+        "calls: {} ({} results, {} errors, {} lost)",
+        records.len(),
+        records
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Result(_)))
+            .count(),
+        records
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Error(_)))
+            .count(),
+        lost.len()
+    );
+    for op in OPS {
+        let (n, ok, err) = per_op.get(&op).copied().unwrap_or_default();
+        println!("  {op:?}: {n} calls, {ok} results, {err} errors");
+    }
+    let mut per_session = vec![0usize; sessions];
+    for record in &records {
+        per_session[record.session] += 1;
+    }
+    println!(
+        "calls per session: min {}, max {}",
+        per_session.iter().min().unwrap_or(&0),
+        per_session.iter().max().unwrap_or(&0)
+    );
+    println!("errors by code: {error_codes:?}");
+    println!("actor kills: {actor_kills:?}; shell SIGKILLs: {shell_kills}");
+    println!(
+        "completion stream: {} results, {} duplicated, {} after a wait took them",
+        streamed.len(),
+        duplicates.len(),
+        delivered_twice.len()
+    );
+    println!(
+        "restart to ready ({} samples): p50 {:?}, p99 {:?}",
+        ready.len(),
+        pct(0.5),
+        pct(0.99)
+    );
+    println!(
+        "fds: {fds_before} before, {fds_after} after; RSS: {} KiB before, {} KiB after, peak {} KiB",
+        rss_before / 1024,
+        rss_after / 1024,
+        peak_rss_bytes() / 1024
+    );
+
+    assert!(lost.is_empty(), "lost calls: {lost:?}");
+    assert!(
+        misattributed.is_empty(),
+        "outputs of other calls: {misattributed:?}"
+    );
+    assert!(
+        missing_output.is_empty(),
+        "clean results without their output: {missing_output:?}"
+    );
+    assert!(bad_errors.is_empty(), "unexpected errors: {bad_errors:?}");
+    assert!(
+        duplicates.is_empty(),
+        "duplicated completions: {duplicates:?}"
+    );
+    assert!(
+        delivered_twice.is_empty(),
+        "completions delivered after a wait: {delivered_twice:?}"
+    );
+    assert!(
+        records.len() >= sessions * 2,
+        "too few calls ran: {}",
+        records.len()
+    );
+    assert!(
+        fds_after <= fds_before + 5,
+        "descriptors: {fds_before} before, {fds_after} after"
+    );
+    assert!(
+        rss_after <= rss_before + 64 * 1024 * 1024,
+        "RSS grew from {rss_before} to {rss_after} bytes"
+    );
+}

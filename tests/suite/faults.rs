@@ -1,0 +1,85 @@
+//! The fault catalogue: a shell that closes its own output, a fork bomb next
+//! to a canary session, a stopped shell (see `timeouts.rs`), a crash loop
+//! (see `restart.rs`); a full disk and descriptor exhaustion are driven
+//! through the binary (`crates/cli/tests/faults.rs`).
+
+use std::time::Duration;
+use std::time::Instant;
+
+use shellvisor::Config;
+use shellvisor::ContainmentLayer;
+use shellvisor::RunRequest;
+
+use crate::support::TestRuntime;
+use crate::support::run;
+use crate::support::run_request;
+
+#[tokio::test]
+async fn a_shell_that_closes_its_output_and_status_streams_is_still_served() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("closed").await;
+    run(&session, "export KEPT=yes").await;
+    for command in [
+        "exec >&-; echo gone",
+        "exec 2>&- 1>&-",
+        "exec 62>&-; echo x",
+        "exec 0<&-",
+    ] {
+        let result = run(&session, command).await;
+        assert!(!result.timed_out, "{command}: {}", result.text);
+        let next = run(&session, "echo back $KEPT").await;
+        assert_eq!(
+            next.output, "back yes\n",
+            "after `{command}`: {}",
+            next.text
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_bounded_and_does_not_starve_another_session() {
+    let mut config = Config::default();
+    config.containment.pids_max_per_session = 256;
+    let rt = TestRuntime::with_config(config).await;
+    let report = rt.runtime.containment();
+    if report.layer != ContainmentLayer::Cgroup || report.pids_max_per_session.is_none() {
+        println!("skipped: no pids controller here (containment: {report:?})");
+        return;
+    }
+    let bomb = rt.session("bomb").await;
+    let canary = rt.session("canary").await;
+    assert_eq!(run(&canary, "echo warm").await.output, "warm\n");
+    let bombing = tokio::spawn(async move {
+        run_request(
+            &bomb,
+            RunRequest::new("b() { b | b & wait; }; b").timeout_secs(4),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut slowest = Duration::ZERO;
+    for i in 0..20 {
+        let started = Instant::now();
+        let result = run(&canary, &format!("echo {i}")).await;
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(result.output, format!("{i}\n"));
+    }
+    // The bomb fills its cgroup's pids.max and no more.
+    let mut most = 0;
+    for _ in 0..10 {
+        most = most.max(rt.live_processes().len());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let result = bombing.await.unwrap();
+    assert!(result.timed_out, "{}", result.text);
+    println!("canary's slowest call during the bomb: {slowest:?}; most processes seen: {most}");
+    assert!(most > 100, "the bomb never got going ({most} processes)");
+    assert!(most <= 256 + 16, "pids.max did not hold ({most} processes)");
+    assert!(
+        slowest < Duration::from_secs(5),
+        "the canary starved: {slowest:?}"
+    );
+    rt.runtime.close_session("bomb").await;
+    rt.assert_only_idle_shells_within(Duration::from_secs(5))
+        .await;
+}
