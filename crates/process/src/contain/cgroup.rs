@@ -226,9 +226,9 @@ impl RuntimeCgroup {
     }
 }
 
-/// One session's cgroup leaf. Processes join it before `exec` by writing
-/// `0` to the descriptors [`SessionCgroup::procs_fds`] returns. Dropping it
-/// kills every process in it.
+/// One session's cgroup leaf. Processes join it by writing `0` to its
+/// `cgroup.procs` descriptors before `exec`. Dropping it kills every process
+/// in it.
 #[derive(Debug)]
 pub struct SessionCgroup {
     dir: PathBuf,
