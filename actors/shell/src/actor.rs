@@ -232,6 +232,7 @@ async fn start_shell(
     myself: &ActorRef<ShellMsg>,
     args: ShellArgs,
 ) -> Result<LiveShell, ActorProcessingErr> {
+    tracing::trace!(target: "shellvisor::stage", "shell: starting");
     let dir = PrivateDir::create_unique(&args.parent_dir, "sh-")?;
     let files = ShellFiles::create(dir.path())?;
     let registry = Arc::clone(&args.registry);
@@ -241,6 +242,7 @@ async fn start_shell(
         .run(move || spawn_shell(&spec, &registry))
         .await
         .ok_or("the runtime is shutting down")??;
+    tracing::trace!(target: "shellvisor::stage", "shell: bash spawned");
     let group = spawned.group;
     let mut child = spawned.child;
     let mut writer = CommandWriter::new(spawned.stdin)?;
@@ -269,7 +271,7 @@ async fn start_shell(
     })
     .await;
     match ready {
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => tracing::trace!(target: "shellvisor::stage", "shell: bash ready"),
         Ok(Err(reason)) => return Err(reason.into()),
         Err(_) => {
             return Err(format!(

@@ -24,6 +24,8 @@ use crate::messages::ShellMsg;
 
 /// Bytes read from a FIFO at a time.
 const CHUNK_BYTES: usize = 64 * 1024;
+/// Read size when draining a finished run's pipe.
+const DRAIN_READ_BYTES: usize = 8 * 1024;
 /// How long the Sink may take to render a completed run.
 const COMPLETE_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -84,7 +86,8 @@ pub(crate) async fn io_task(
                         keepalive: io.fifo.keepalive,
                         sink: io.sink,
                         reply_to: io.reply_to,
-                        buf: BytesMut::with_capacity(CHUNK_BYTES),
+                        // Allocated by the first read: most runs print little.
+                        buf: BytesMut::new(),
                         readable: true,
                     });
                 }
@@ -155,7 +158,9 @@ async fn readable(run: Option<&ActiveRun>) -> io::Result<()> {
 async fn finish(run: ActiveRun, end: RunEnd) {
     tracing::trace!(target: "shellvisor::stage", "pump: run ended");
     drop(run.keepalive);
-    let mut scratch = vec![0u8; CHUNK_BYTES];
+    // What is left is at most a pipe's capacity; read it in small pieces
+    // rather than allocating a chunk-sized buffer for every run.
+    let mut scratch = [0u8; DRAIN_READ_BYTES];
     let mut eof = !run.readable;
     while !eof {
         match read_now(&run.receiver, &mut scratch) {

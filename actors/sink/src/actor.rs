@@ -106,6 +106,9 @@ impl Actor for Sink {
             SinkMsg::Closed => {
                 state.flush();
                 state.closed = true;
+                // The job may be retained for minutes: keep only what is held.
+                state.buffer.shrink_to_fit();
+                state.pending = bytes::BytesMut::new();
             }
             SinkMsg::Read { offset, max, reply } => {
                 let _ = reply.send(state.read(offset, max));

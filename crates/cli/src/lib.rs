@@ -7,6 +7,7 @@
 //!   this terminal attached (raw mode, resizes forwarded) for a manual check.
 //! - `shellvisor mcp`: a Model Context Protocol server on stdio.
 //! - `shellvisor serve [--socket PATH]`: JSON-RPC 2.0, one object per line.
+//! - `shellvisor bench [--quick] [--json]`: the load harness.
 //! - `shellvisor schema`: the JSON Schemas of the JSON-RPC protocol.
 //! - `shellvisor config`: prints the configuration in effect as TOML.
 //!
@@ -14,6 +15,7 @@
 //! modes); logs go to stderr, filtered by `SHELLVISOR_LOG` (default `warn`).
 
 mod attach;
+mod bench;
 mod config;
 mod mcp;
 mod printer;
@@ -55,6 +57,9 @@ pub enum Command {
     /// Unix socket: the whole library API, with notifications for output and
     /// job state.
     Serve(serve::ServeArgs),
+    /// Measure the runtime against raw baselines taken in the same run
+    /// (round trips, concurrency, throughput, timeouts, memory).
+    Bench(bench::BenchArgs),
     /// Print the JSON Schemas of every JSON-RPC method, result and notification.
     Schema,
     /// Print the configuration in effect (the defaults, or `--config` applied), as TOML.
@@ -97,6 +102,7 @@ where
             Command::Run(args) => run::run(config, args).await,
             Command::Mcp(args) => mcp::mcp(config, args).await,
             Command::Serve(args) => serve::serve(config, args).await,
+            Command::Bench(args) => bench::bench(args).await,
             Command::Config | Command::Schema => Ok(ExitCode::SUCCESS),
         }
     })

@@ -20,7 +20,9 @@ impl HeadTail {
     /// An empty buffer keeping `head_cap` leading and `tail_cap` trailing bytes.
     pub fn new(head_cap: usize, tail_cap: usize) -> Self {
         Self {
-            head: Vec::with_capacity(head_cap.min(64 * 1024)),
+            // Grown on demand: most runs print little, and a finished job's
+            // buffers stay for the retention period.
+            head: Vec::new(),
             head_cap,
             tail: VecDeque::new(),
             tail_cap,
@@ -36,6 +38,13 @@ impl HeadTail {
         let head_room = self.head_cap - self.head.len();
         let after_head = incoming.saturating_sub(head_room);
         self.tail.len() + after_head > self.tail_cap
+    }
+
+    /// Gives back the capacity the bytes held do not use (call it once the
+    /// stream has ended; the buffer may be kept for a long time after).
+    pub fn shrink_to_fit(&mut self) {
+        self.head.shrink_to_fit();
+        self.tail.shrink_to_fit();
     }
 
     /// Whether every byte pushed so far is still in memory.

@@ -1,5 +1,6 @@
 //! The runtime's side of one shell's pipes and files.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::fs::OpenOptions;
@@ -22,8 +23,8 @@ use crate::status::StatusParser;
 /// directory. Files are opened once and rewritten in place for every run.
 #[derive(Debug)]
 pub struct ShellFiles {
-    command: File,
-    wrapper: File,
+    command: RewrittenFile,
+    wrapper: RewrittenFile,
     command_path: PathBuf,
     wrapper_path: PathBuf,
     fifo_path: PathBuf,
@@ -46,8 +47,8 @@ impl ShellFiles {
                 .open(dir.join(name))
         };
         Ok(Self {
-            command: open("c")?,
-            wrapper: open("w")?,
+            command: RewrittenFile::new(open("c")?),
+            wrapper: RewrittenFile::new(open("w")?),
             command_path: dir.join("c"),
             wrapper_path: dir.join("w"),
             fifo_path: dir.join("o"),
@@ -60,10 +61,8 @@ impl ShellFiles {
     /// # Errors
     /// When the file cannot be written.
     pub fn write_init(&self, nonce: &str) -> io::Result<Vec<u8>> {
-        rewrite(
-            &self.wrapper,
-            &script::init_script(nonce, &self.wrapper_path),
-        )?;
+        self.wrapper
+            .rewrite(&script::init_script(nonce, &self.wrapper_path))?;
         Ok(script::source_line(&self.wrapper_path))
     }
 
@@ -79,7 +78,7 @@ impl ShellFiles {
         env: &[(String, String)],
         env_record: bool,
     ) -> io::Result<()> {
-        rewrite(&self.command, command.as_bytes())?;
+        self.command.rewrite(command.as_bytes())?;
         let wrapper = script::WrapperScript {
             nonce,
             command_file: &self.command_path,
@@ -88,7 +87,7 @@ impl ShellFiles {
             env,
             env_record,
         };
-        rewrite(&self.wrapper, &wrapper.render())
+        self.wrapper.rewrite(&wrapper.render())
     }
 
     /// Where the run's output FIFO goes.
@@ -102,9 +101,32 @@ impl ShellFiles {
     }
 }
 
-fn rewrite(file: &File, bytes: &[u8]) -> io::Result<()> {
-    file.write_all_at(bytes, 0)?;
-    file.set_len(bytes.len() as u64)
+/// A file rewritten in place for every run. The write extends a shorter file
+/// by itself; only a shrink needs the (on tmpfs, comparatively costly)
+/// truncate, so the length is remembered.
+#[derive(Debug)]
+struct RewrittenFile {
+    file: File,
+    len: Cell<u64>,
+}
+
+impl RewrittenFile {
+    fn new(file: File) -> Self {
+        Self {
+            file,
+            len: Cell::new(0),
+        }
+    }
+
+    fn rewrite(&self, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(bytes, 0)?;
+        let len = bytes.len() as u64;
+        if self.len.get() > len {
+            self.file.set_len(len)?;
+        }
+        self.len.set(len);
+        Ok(())
+    }
 }
 
 /// Writes lines to a shell's stdin.
@@ -152,7 +174,8 @@ impl StatusReader {
             receiver: pipe::Receiver::from_owned_fd(status)?,
             parser: StatusParser::new(),
             pending: VecDeque::new(),
-            buf: vec![0; 64 * 1024],
+            // Records are reassembled by the parser: reads need not hold one whole.
+            buf: vec![0; 8 * 1024],
         })
     }
 

@@ -1,0 +1,154 @@
+//! Criterion benches of the hot pure paths, with throughput figures: the
+//! status-record scanner across chunk boundaries, the head/tail buffer, the
+//! sanitizer, and the request policy checks.
+//!
+//! `cargo bench -p shellvisor-benches --bench hot_paths`
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+
+use criterion::BenchmarkId;
+use criterion::Criterion;
+use criterion::Throughput;
+use criterion::criterion_group;
+use criterion::criterion_main;
+use shellvisor_output::HeadTail;
+use shellvisor_output::Sanitizer;
+use shellvisor_policy::Interceptor;
+use shellvisor_policy::ShellTraits;
+use shellvisor_policy::default_intercept_rules;
+use shellvisor_policy::may_change_environment;
+use shellvisor_policy::rewrite_leading_cd;
+use shellvisor_policy::validate_env;
+use shellvisor_process::StatusParser;
+
+/// A status channel's bytes: `records` status records, each followed by an
+/// environment record with a realistic `export -p` (40 variables).
+fn status_stream(records: usize) -> Vec<u8> {
+    let mut env = Vec::new();
+    for i in 0..40 {
+        env.extend_from_slice(
+            format!("declare -x VAR_{i}=\"value number {i} with some text\"\n").as_bytes(),
+        );
+    }
+    let mut out = Vec::new();
+    for i in 0..records {
+        out.extend_from_slice(format!("Sabcdef{i}\0{}\0/home/user/project\0", i % 3).as_bytes());
+        out.extend_from_slice(format!("Eabcdef{i}\0").as_bytes());
+        out.extend_from_slice(&env);
+        out.extend_from_slice(b"\0f1\nf2\n\0a\0\0");
+    }
+    out
+}
+
+fn status_parser(c: &mut Criterion) {
+    let stream = status_stream(200);
+    let mut group = c.benchmark_group("status_parser");
+    group.throughput(Throughput::Bytes(stream.len() as u64));
+    // Chunk sizes from byte-at-a-time (worst case) to one read.
+    for chunk in [7usize, 512, 64 * 1024] {
+        group.bench_with_input(BenchmarkId::new("chunk", chunk), &chunk, |b, &chunk| {
+            b.iter(|| {
+                let mut parser = StatusParser::new();
+                let mut records = 0;
+                for piece in stream.chunks(chunk) {
+                    records += parser.push(black_box(piece)).unwrap().len();
+                }
+                assert_eq!(records, 400);
+            });
+        });
+    }
+    group.finish();
+}
+
+fn head_tail(c: &mut Criterion) {
+    let chunk = vec![b'x'; 64 * 1024];
+    let total = 16 * 1024 * 1024;
+    let mut group = c.benchmark_group("head_tail");
+    group.throughput(Throughput::Bytes(total as u64));
+    group.bench_function("16MiB_in_64KiB_chunks", |b| {
+        b.iter(|| {
+            let mut buffer = HeadTail::new(20 * 1024, 50 * 1024);
+            for _ in 0..total / chunk.len() {
+                buffer.push(black_box(&chunk));
+            }
+            black_box(buffer.total_bytes())
+        });
+    });
+    group.finish();
+}
+
+fn sanitizer(c: &mut Criterion) {
+    let mut text = Vec::new();
+    for i in 0..20_000 {
+        text.extend_from_slice(
+            format!("\x1b[32mline {i}\x1b[0m progress 10%\r progress 100%\n").as_bytes(),
+        );
+    }
+    text.extend_from_slice("ünïcödé ✓ \u{1F600}\n".repeat(1000).as_bytes());
+    let mut group = c.benchmark_group("sanitizer");
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.bench_function("ansi_cr_utf8_4KiB_chunks", |b| {
+        b.iter(|| {
+            let mut sanitizer = Sanitizer::new(768);
+            let mut out = 0;
+            for piece in text.chunks(4096) {
+                out += sanitizer.push(black_box(piece)).len();
+            }
+            out += sanitizer.finish().len();
+            black_box(out)
+        });
+    });
+    group.finish();
+}
+
+fn policy(c: &mut Criterion) {
+    let interceptor = Interceptor::new(&default_intercept_rules());
+    let tools: Vec<String> = ["read", "grep", "glob", "edit", "write"]
+        .iter()
+        .map(|t| (*t).to_owned())
+        .collect();
+    let commands = [
+        "cargo build --release 2>&1 | tail -20",
+        "cd /tmp/project && git status --short",
+        "for f in *.rs; do wc -l \"$f\"; done",
+        "python3 -c 'print(42)' > out.txt",
+    ];
+    let mut env = BTreeMap::new();
+    for i in 0..10 {
+        env.insert(format!("VAR_{i}"), "value".to_owned());
+    }
+    let traits = ShellTraits::default();
+    let mut group = c.benchmark_group("policy");
+    group.throughput(Throughput::Elements(commands.len() as u64));
+    group.bench_function("interceptor_check", |b| {
+        b.iter(|| {
+            for command in commands {
+                let _ = black_box(interceptor.check(black_box(command), None, &tools));
+            }
+        });
+    });
+    group.bench_function("leading_cd_rewrite", |b| {
+        b.iter(|| {
+            for command in commands {
+                black_box(rewrite_leading_cd(black_box(command)));
+            }
+        });
+    });
+    group.bench_function("may_change_environment", |b| {
+        b.iter(|| {
+            for command in commands {
+                black_box(may_change_environment(black_box(command), &traits));
+            }
+        });
+    });
+    group.bench_function("validate_env_10_names", |b| {
+        b.iter(|| validate_env(black_box(&env)).unwrap());
+    });
+    group.finish();
+}
+
+criterion_group!(benches, status_parser, head_tail, sanitizer, policy);
+criterion_main!(benches);

@@ -1,0 +1,391 @@
+//! The measurements of `shellvisor bench`.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use std::time::Instant;
+
+use shellvisor::Config;
+use shellvisor::RunRequest;
+use shellvisor::Runtime;
+use shellvisor::Session;
+
+use crate::baseline::AsyncBarePipe;
+use crate::baseline::BarePipe;
+use crate::baseline::raw_pipe_read;
+use crate::baseline::spawn_per_command;
+use crate::report::Report;
+use crate::report::figure;
+use crate::report::rate;
+use crate::report::time;
+use crate::samples::Samples;
+
+/// What to measure, and how much.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Samples of each warm round trip.
+    pub round_trips: usize,
+    /// Sessions opened for the start-latency figure.
+    pub session_starts: usize,
+    /// Sessions of the large concurrency figure.
+    pub sessions: usize,
+    /// Commands per session of the large concurrency figure.
+    pub commands: usize,
+    /// Bytes of the throughput figure.
+    pub stream_bytes: u64,
+    /// Timeout rounds.
+    pub timeouts: usize,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        Self {
+            round_trips: 2000,
+            session_starts: 50,
+            sessions: 1000,
+            commands: 10,
+            stream_bytes: 200_000_000,
+            timeouts: 5,
+        }
+    }
+}
+
+impl BenchOptions {
+    /// A run of a few seconds (for smoke tests and CI).
+    pub fn quick() -> Self {
+        Self {
+            round_trips: 300,
+            session_starts: 10,
+            sessions: 50,
+            commands: 5,
+            stream_bytes: 20_000_000,
+            timeouts: 2,
+        }
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Bytes the allocator has handed out and not had back (glibc `mallinfo2`).
+fn heap_in_use() -> u64 {
+    #[allow(unsafe_code)]
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let info = unsafe { libc::mallinfo2() };
+    info.uordblks as u64 + info.hblkhd as u64
+}
+
+fn err(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+async fn warm_round_trips(
+    session: &Session,
+    command: &str,
+    count: usize,
+) -> std::io::Result<Samples> {
+    let mut samples = Samples::default();
+    for _ in 0..count {
+        let started = Instant::now();
+        let outcome = session.run(RunRequest::new(command)).await.map_err(err)?;
+        samples.push(started.elapsed());
+        if outcome.completed().and_then(|r| r.exit_code) != Some(0) {
+            return Err(err(format!("`{command}` failed")));
+        }
+    }
+    Ok(samples)
+}
+
+/// Runs every measurement, reporting progress through `progress`.
+///
+/// # Errors
+/// When the runtime or a baseline cannot be started, or a command fails.
+pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Result<Report> {
+    let mut report = Report::default();
+    let fd_limit = shellvisor::raise_fd_limit()?;
+    report
+        .notes
+        .push(format!("open-file limit raised to {fd_limit}"));
+
+    // Session start: a session opened and its first command answered.
+    progress("session start");
+    let runtime = Runtime::start(Config::default()).await.map_err(err)?;
+    let mut starts = Samples::default();
+    for i in 0..options.session_starts {
+        let started = Instant::now();
+        let session = runtime.session(format!("start-{i}")).await.map_err(err)?;
+        session.run(RunRequest::new("true")).await.map_err(err)?;
+        starts.push(started.elapsed());
+    }
+    let mut bare_starts = Samples::default();
+    for _ in 0..options.session_starts {
+        let started = Instant::now();
+        let mut pipe = BarePipe::start()?;
+        pipe.round_trips(1)?;
+        bare_starts.push(started.elapsed());
+    }
+    let p50 = us(starts.p50());
+    report.add(time(
+        "session start, first command answered (p50)",
+        p50,
+        Some(("bash spawned + first round trip", us(bare_starts.p50()))),
+        Some(("p50 < 10 ms".to_owned(), p50 < 10_000.0)),
+    ));
+    runtime.shutdown().await;
+
+    // Warm round trips, interleaved with the bare pipe.
+    progress("warm round trips");
+    let runtime = Runtime::start(Config::default()).await.map_err(err)?;
+    let session = runtime.session("warm").await.map_err(err)?;
+    for command in ["true", "echo hi"] {
+        let mut pipe = BarePipe::start()?;
+        warm_round_trips(&session, command, 100).await?;
+        pipe.round_trips_of(command, 100)?;
+        let (mut lib, mut bare) = (Samples::default(), Samples::default());
+        let block = 100;
+        while lib.len() < options.round_trips {
+            lib.extend(warm_round_trips(&session, command, block).await?);
+            bare.extend(pipe.round_trips_of(command, block)?);
+        }
+        let ratio = lib.p50().as_secs_f64() / bare.p50().as_secs_f64();
+        report.add(time(
+            &format!("warm `{command}` round trip p50"),
+            us(lib.p50()),
+            Some(("bare pipe p50", us(bare.p50()))),
+            (command == "true").then(|| ("p50 <= 3x bare pipe".to_owned(), ratio <= 3.0)),
+        ));
+        report.add(time(
+            &format!("warm `{command}` round trip p99"),
+            us(lib.p99()),
+            Some(("bare pipe p99", us(bare.p99()))),
+            (command == "true").then(|| {
+                (
+                    "p99 < 1 ms".to_owned(),
+                    lib.p99() < Duration::from_millis(1),
+                )
+            }),
+        ));
+    }
+    let spawned = spawn_per_command((options.round_trips / 10).max(20))?;
+    let warm = warm_round_trips(&session, "true", 200).await?;
+    report.add(rate(
+        "warm `true` commands/s (1 / p50)",
+        1.0 / warm.p50().as_secs_f64(),
+        "cmd/s",
+        Some((
+            "`bash -c true` spawned per command",
+            1.0 / spawned.p50().as_secs_f64(),
+        )),
+        None,
+    ));
+
+    // Output throughput into the Sink and artifact.
+    progress("output throughput");
+    let rss_before = rss_kib();
+    let peak = Arc::new(AtomicU64::new(rss_before));
+    let sampler = {
+        let peak = Arc::clone(&peak);
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(rss_kib(), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let outcome = session
+        .run(RunRequest::new(format!("head -c {} /dev/zero", options.stream_bytes)).timeout_secs(0))
+        .await
+        .map_err(err)?;
+    let elapsed = started.elapsed();
+    sampler.abort();
+    let result = outcome
+        .completed()
+        .ok_or_else(|| err("the stream did not complete"))?;
+    if result.truncation.total_bytes != options.stream_bytes {
+        return Err(err(format!(
+            "{} of {} bytes arrived",
+            result.truncation.total_bytes, options.stream_bytes
+        )));
+    }
+    let raw = raw_pipe_read(options.stream_bytes)?;
+    let mb = options.stream_bytes as f64 / 1e6;
+    let lib_rate = mb / elapsed.as_secs_f64();
+    let raw_rate = mb / raw.as_secs_f64();
+    report.add(rate(
+        &format!("{mb:.0} MB stream into Sink + artifact"),
+        lib_rate,
+        "MB/s",
+        Some(("raw pipe read", raw_rate)),
+        Some((
+            "at least 50% of the raw read".to_owned(),
+            lib_rate >= raw_rate * 0.5,
+        )),
+    ));
+    let growth_mib = peak.load(Ordering::Relaxed).saturating_sub(rss_before) as f64 / 1024.0;
+    report.add(figure(
+        "runtime RSS growth during the stream",
+        growth_mib,
+        "MiB",
+        None,
+        Some(("under 16 MiB".to_owned(), growth_mib < 16.0)),
+    ));
+
+    // Timeouts: reply lateness, and the next command after the restart.
+    progress("timeouts");
+    let (mut late, mut next) = (Samples::default(), Samples::default());
+    for _ in 0..options.timeouts {
+        let started = Instant::now();
+        let result = session
+            .run(RunRequest::new("sleep 30").timeout_secs(1))
+            .await
+            .map_err(err)?
+            .completed()
+            .ok_or_else(|| err("the timed-out run did not complete"))?;
+        if !result.timed_out {
+            return Err(err("the run did not time out"));
+        }
+        late.push(started.elapsed().saturating_sub(Duration::from_secs(1)));
+        let started = Instant::now();
+        session.run(RunRequest::new("true")).await.map_err(err)?;
+        next.push(started.elapsed());
+    }
+    let worst_late = late.quantile(1.0);
+    report.add(time(
+        "timeout: reply after the deadline (worst)",
+        us(worst_late),
+        None,
+        Some((
+            "within 100 ms".to_owned(),
+            worst_late < Duration::from_millis(100),
+        )),
+    ));
+    let worst_next = next.quantile(1.0);
+    report.add(time(
+        "timeout: next command after the restart (worst)",
+        us(worst_next),
+        None,
+        Some((
+            "within 20 ms".to_owned(),
+            worst_next < Duration::from_millis(20),
+        )),
+    ));
+    runtime.shutdown().await;
+
+    // Concurrency: sessions pre-started, every command in flight at once.
+    for (sessions, commands, target) in [
+        (20, 20, Some(50_000.0)),
+        (options.sessions, options.commands, None),
+    ] {
+        progress(&format!("{sessions} sessions x {commands} commands"));
+        let runtime = Runtime::start(Config::default()).await.map_err(err)?;
+        let mut handles = Vec::with_capacity(sessions);
+        for i in 0..sessions {
+            let session = runtime.session(format!("c{i}")).await.map_err(err)?;
+            session.run(RunRequest::new("true")).await.map_err(err)?;
+            handles.push(session);
+        }
+        let rss_open = rss_kib();
+        let started = Instant::now();
+        let mut tasks = Vec::with_capacity(sessions);
+        for session in &handles {
+            let session = session.clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..commands {
+                    session.run(RunRequest::new("true")).await.map_err(err)?;
+                }
+                Ok::<(), std::io::Error>(())
+            }));
+        }
+        for task in tasks {
+            task.await.map_err(err)??;
+        }
+        let wall = started.elapsed();
+        runtime.shutdown().await;
+        drop(handles);
+
+        let mut pipes = Vec::with_capacity(sessions);
+        for _ in 0..sessions {
+            let mut pipe = AsyncBarePipe::start()?;
+            pipe.round_trip("true").await?;
+            pipes.push(pipe);
+        }
+        let started = Instant::now();
+        let mut tasks = Vec::with_capacity(sessions);
+        for mut pipe in pipes {
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..commands {
+                    pipe.round_trip("true").await?;
+                }
+                pipe.stop().await;
+                Ok::<(), std::io::Error>(())
+            }));
+        }
+        for task in tasks {
+            task.await.map_err(err)??;
+        }
+        let bare_wall = started.elapsed();
+        let total = (sessions * commands) as f64;
+        let lib_rate = total / wall.as_secs_f64();
+        let bare_rate = total / bare_wall.as_secs_f64();
+        report.add(time(
+            &format!("{sessions} sessions x {commands} commands, wall"),
+            us(wall),
+            Some(("bare pipes, same concurrency", us(bare_wall))),
+            target.map(|t| ("under 50 ms".to_owned(), us(wall) < t)),
+        ));
+        report.add(rate(
+            &format!("{sessions} sessions x {commands} commands, throughput"),
+            lib_rate,
+            "cmd/s",
+            Some(("bare pipes, same concurrency", bare_rate)),
+            target.is_none().then(|| {
+                (
+                    "at least half the bare pipes".to_owned(),
+                    lib_rate >= bare_rate * 0.5,
+                )
+            }),
+        ));
+        if target.is_none() {
+            report.notes.push(format!(
+                "{sessions} sessions open: runtime RSS {} MiB (bash processes not included)",
+                rss_open / 1024
+            ));
+        }
+    }
+
+    // Memory per idle session (the runtime's side; bash is a separate process).
+    progress("idle sessions");
+    let runtime = Runtime::start(Config::default()).await.map_err(err)?;
+    let idle = 100;
+    let before = heap_in_use();
+    let mut handles = Vec::new();
+    for i in 0..idle {
+        let session = runtime.session(format!("idle-{i}")).await.map_err(err)?;
+        session.run(RunRequest::new("true")).await.map_err(err)?;
+        handles.push(session);
+    }
+    let per_session = heap_in_use().saturating_sub(before) as f64 / 1024.0 / idle as f64;
+    report.add(figure(
+        "runtime heap per idle session (bash not included)",
+        per_session,
+        "KiB",
+        None,
+        None,
+    ));
+    runtime.shutdown().await;
+    Ok(report)
+}

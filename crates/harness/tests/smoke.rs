@@ -1,0 +1,46 @@
+//! The harness runs end to end at tiny sizes and reports every figure with
+//! its same-run baseline.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use shellvisor_harness::BenchOptions;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_run_reports_every_figure() {
+    let options = BenchOptions {
+        round_trips: 100,
+        session_starts: 3,
+        sessions: 5,
+        commands: 2,
+        stream_bytes: 1_000_000,
+        timeouts: 1,
+    };
+    let stages = std::sync::Mutex::new(Vec::new());
+    let report = shellvisor_harness::run(&options, |stage| stages.lock().unwrap().push(stage.to_owned()))
+        .await
+        .unwrap();
+    let names: Vec<&str> = report.figures.iter().map(|f| f.name.as_str()).collect();
+    for expected in [
+        "session start, first command answered (p50)",
+        "warm `true` round trip p50",
+        "warm `true` round trip p99",
+        "1 MB stream into Sink + artifact",
+        "timeout: reply after the deadline (worst)",
+        "20 sessions x 20 commands, wall",
+        "5 sessions x 2 commands, throughput",
+        "runtime heap per idle session (bash not included)",
+    ] {
+        assert!(names.contains(&expected), "missing {expected:?} in {names:?}");
+    }
+    for figure in &report.figures {
+        assert!(figure.value.is_finite() && figure.value >= 0.0, "{figure:?}");
+        if let Some(baseline) = &figure.baseline {
+            assert!(baseline.value > 0.0 && baseline.ratio > 0.0, "{figure:?}");
+        }
+    }
+    let table = report.table();
+    assert!(table.contains("bare pipe p50"), "{table}");
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(json["figures"].as_array().unwrap().len() >= 10);
+    assert!(stages.lock().unwrap().len() >= 5);
+}
