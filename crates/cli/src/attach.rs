@@ -64,7 +64,11 @@ pub(crate) async fn attach(runtime: &Runtime, args: RunArgs) -> anyhow::Result<E
         }
     };
     printer
-        .finish(&result.job_id, result.truncation.total_bytes)
+        .finish(
+            &result.job_id,
+            result.truncation.total_bytes,
+            result.truncation.tail_offset,
+        )
         .await?;
     drop(raw_mode);
     Ok(exit_code(&result))

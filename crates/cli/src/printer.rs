@@ -55,15 +55,26 @@ impl OutputPrinter {
         Ok(())
     }
 
-    /// Prints whatever of the first `total` bytes was not printed yet.
-    pub(crate) async fn finish(&mut self, job: &JobId, total: u64) -> anyhow::Result<()> {
+    /// Prints whatever of the first `total` bytes was not printed yet. A lost
+    /// middle (neither in memory nor saved) is skipped up to `tail_offset`,
+    /// where the bytes kept in memory start, so the end is always printed.
+    pub(crate) async fn finish(
+        &mut self,
+        job: &JobId,
+        total: u64,
+        tail_offset: u64,
+    ) -> anyhow::Result<()> {
+        if self.printed < tail_offset && !self.fill(job, tail_offset).await? {
+            self.printed = self.printed.max(tail_offset);
+        }
         self.fill(job, total).await?;
         self.stdout.flush().await?;
         Ok(())
     }
 
     /// Writes bytes `[printed, to)` of the job's output, read back by offset.
-    async fn fill(&mut self, job: &JobId, to: u64) -> anyhow::Result<()> {
+    /// Returns `false` when part of the range was lost (and skipped).
+    async fn fill(&mut self, job: &JobId, to: u64) -> anyhow::Result<bool> {
         while self.printed < to {
             let want = usize::try_from(to - self.printed)
                 .unwrap_or(GAP_READ_BYTES)
@@ -78,7 +89,7 @@ impl OutputPrinter {
                         self.printed
                     );
                     self.printed = to;
-                    break;
+                    return Ok(false);
                 }
                 Err(err) => return Err(err.into()),
             };
@@ -88,6 +99,6 @@ impl OutputPrinter {
             self.stdout.write_all(&chunk.data).await?;
             self.printed += chunk.data.len() as u64;
         }
-        Ok(())
+        Ok(true)
     }
 }

@@ -126,7 +126,11 @@ async fn run_in(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     // Whatever the stream did not deliver (a lagging subscriber) is read back.
     printer
-        .finish(&result.job_id, result.truncation.total_bytes)
+        .finish(
+            &result.job_id,
+            result.truncation.total_bytes,
+            result.truncation.tail_offset,
+        )
         .await?;
     Ok(exit_code(&result))
 }

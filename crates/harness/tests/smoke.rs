@@ -16,9 +16,11 @@ async fn a_tiny_run_reports_every_figure() {
         timeouts: 1,
     };
     let stages = std::sync::Mutex::new(Vec::new());
-    let report = shellvisor_harness::run(&options, |stage| stages.lock().unwrap().push(stage.to_owned()))
-        .await
-        .unwrap();
+    let report = shellvisor_harness::run(&options, |stage| {
+        stages.lock().unwrap().push(stage.to_owned())
+    })
+    .await
+    .unwrap();
     let names: Vec<&str> = report.figures.iter().map(|f| f.name.as_str()).collect();
     for expected in [
         "session start, first command answered (p50)",
@@ -30,10 +32,16 @@ async fn a_tiny_run_reports_every_figure() {
         "5 sessions x 2 commands, throughput",
         "runtime heap per idle session (bash not included)",
     ] {
-        assert!(names.contains(&expected), "missing {expected:?} in {names:?}");
+        assert!(
+            names.contains(&expected),
+            "missing {expected:?} in {names:?}"
+        );
     }
     for figure in &report.figures {
-        assert!(figure.value.is_finite() && figure.value >= 0.0, "{figure:?}");
+        assert!(
+            figure.value.is_finite() && figure.value >= 0.0,
+            "{figure:?}"
+        );
         if let Some(baseline) = &figure.baseline {
             assert!(baseline.value > 0.0 && baseline.ratio > 0.0, "{figure:?}");
         }

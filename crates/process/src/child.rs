@@ -61,6 +61,14 @@ impl ChildProcess {
         })
     }
 
+    /// Watches `pid` through a pidfd the caller already has.
+    pub(crate) fn from_pidfd(pid: i32, pidfd: OwnedFd) -> Self {
+        Self {
+            pid,
+            pidfd: PidFd::Raw(pidfd),
+        }
+    }
+
     /// The process id.
     pub fn pid(&self) -> i32 {
         self.pid

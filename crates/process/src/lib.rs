@@ -28,6 +28,7 @@
 compile_error!("shellvisor-process supports Linux only (it relies on pidfd, PDEATHSIG and /proc)");
 
 mod child;
+mod clone_spawn;
 pub mod contain;
 mod dirs;
 mod envsnap;

@@ -13,6 +13,9 @@ use std::sync::Arc;
 use rustix::pipe::PipeFlags;
 
 use crate::child::ChildProcess;
+use crate::clone_spawn::Launch;
+use crate::clone_spawn::LaunchError;
+use crate::clone_spawn::launch as launch_into_cgroup;
 use crate::contain::SessionCgroup;
 use crate::group::GroupGuard;
 use crate::group::ProcessGroupId;
@@ -60,6 +63,42 @@ pub fn spawn_shell(
     registry: &Arc<ProcessRegistry>,
 ) -> io::Result<SpawnedShell> {
     let (status_read, status_write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
+    if let Some(cgroup) = &spec.cgroup {
+        let (stdin_read, stdin_write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
+        let null = rustix::fs::open(
+            "/dev/null",
+            rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        let args = [OsString::from("--noprofile"), OsString::from("--norc")];
+        let launch = Launch {
+            program: &spec.program,
+            args: &args,
+            env: &spec.env,
+            cwd: &spec.cwd,
+            stdio: [stdin_read.as_raw_fd(), null.as_raw_fd(), null.as_raw_fd()],
+            setup: ChildSetup::Shell {
+                status_fd: status_write.as_raw_fd(),
+            },
+            cgroup_dir: cgroup.dir_fd(),
+            extra_procs: cgroup.pids_procs_fd(),
+        };
+        match launch_into_cgroup(&launch) {
+            Ok((pid, pidfd)) => {
+                return spawned_shell(
+                    pid,
+                    ChildProcess::from_pidfd(pid, pidfd),
+                    stdin_write,
+                    status_read,
+                    registry,
+                );
+            }
+            Err(LaunchError::Failed(err)) => return Err(err),
+            Err(LaunchError::Unsupported(err)) => {
+                tracing::debug!(%err, "clone3 into a cgroup unavailable; joining it before exec instead");
+            }
+        }
+    }
     let mut command = Command::new(&spec.program);
     command
         .arg("--noprofile")
@@ -86,14 +125,23 @@ pub fn spawn_shell(
         .ok_or_else(|| io::Error::other("shell stdin was not captured"))?;
     let pid = i32::try_from(child.id()).map_err(|_| io::Error::other("pid out of range"))?;
     // `child` (std) never reaps on drop; ChildProcess takes over exit watching.
-    let process = ChildProcess::new(pid)?;
+    spawned_shell(pid, ChildProcess::new(pid)?, stdin, status_read, registry)
+}
+
+fn spawned_shell(
+    pid: i32,
+    process: ChildProcess,
+    stdin: OwnedFd,
+    status: OwnedFd,
+    registry: &Arc<ProcessRegistry>,
+) -> io::Result<SpawnedShell> {
     let group = ProcessGroupId::new(pid)
         .ok_or_else(|| io::Error::other(format!("refusing to manage process group {pid}")))?;
     Ok(SpawnedShell {
         child: process,
         group: GroupGuard::new(group, Arc::clone(registry)),
         stdin,
-        status: status_read,
+        status,
     })
 }
 

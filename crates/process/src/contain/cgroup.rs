@@ -232,6 +232,7 @@ impl RuntimeCgroup {
 #[derive(Debug)]
 pub struct SessionCgroup {
     dir: PathBuf,
+    dir_fd: OwnedFd,
     procs: OwnedFd,
     pids: Option<(PathBuf, OwnedFd)>,
 }
@@ -241,6 +242,11 @@ impl SessionCgroup {
         let dir = runtime.dir.join(name);
         fs::create_dir(&dir)?;
         let procs = open_procs(&dir)?;
+        let dir_fd = rustix::fs::open(
+            &dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         let mut pids = None;
         if let Some(max) = runtime.pids_max {
             let pids_dir = match &runtime.pids_dir {
@@ -256,7 +262,12 @@ impl SessionCgroup {
                 pids = Some((pids_dir, fd));
             }
         }
-        Ok(Self { dir, procs, pids })
+        Ok(Self {
+            dir,
+            dir_fd,
+            procs,
+            pids,
+        })
     }
 
     /// The cgroup directory.
@@ -271,6 +282,16 @@ impl SessionCgroup {
             self.procs.as_raw_fd(),
             self.pids.as_ref().map_or(-1, |(_, fd)| fd.as_raw_fd()),
         ]
+    }
+
+    /// The v2 leaf's directory descriptor (for `CLONE_INTO_CGROUP`).
+    pub(crate) fn dir_fd(&self) -> i32 {
+        self.dir_fd.as_raw_fd()
+    }
+
+    /// The v1 pids leaf's `cgroup.procs` descriptor, or -1.
+    pub(crate) fn pids_procs_fd(&self) -> i32 {
+        self.pids.as_ref().map_or(-1, |(_, fd)| fd.as_raw_fd())
     }
 
     /// SIGKILLs every process in the cgroup (recursive, fork-bomb safe).

@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Command;
@@ -9,6 +10,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use crate::child::ChildProcess;
+use crate::clone_spawn::Launch;
+use crate::clone_spawn::LaunchError;
+use crate::clone_spawn::launch as launch_into_cgroup;
 use crate::contain::SessionCgroup;
 use crate::group::ProcessRegistry;
 use crate::posix_session::ProcessSessionId;
@@ -56,6 +60,28 @@ pub fn spawn_on_terminal(
     slave: &OwnedFd,
     registry: &Arc<ProcessRegistry>,
 ) -> io::Result<SpawnedTerminalProgram> {
+    if let Some(cgroup) = &spec.cgroup {
+        let slave_fd = slave.as_raw_fd();
+        let launch = Launch {
+            program: &spec.program,
+            args: &spec.args,
+            env: &spec.env,
+            cwd: &spec.cwd,
+            stdio: [slave_fd, slave_fd, slave_fd],
+            setup: ChildSetup::Terminal,
+            cgroup_dir: cgroup.dir_fd(),
+            extra_procs: cgroup.pids_procs_fd(),
+        };
+        match launch_into_cgroup(&launch) {
+            Ok((pid, pidfd)) => {
+                return terminal_program(pid, ChildProcess::from_pidfd(pid, pidfd), registry);
+            }
+            Err(LaunchError::Failed(err)) => return Err(err),
+            Err(LaunchError::Unsupported(err)) => {
+                tracing::debug!(%err, "clone3 into a cgroup unavailable; joining it before exec instead");
+            }
+        }
+    }
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)
@@ -74,7 +100,14 @@ pub fn spawn_on_terminal(
     // The Command's copies of the slave close with it.
     drop(command);
     let pid = i32::try_from(child.id()).map_err(|_| io::Error::other("pid out of range"))?;
-    let process = ChildProcess::new(pid)?;
+    terminal_program(pid, ChildProcess::new(pid)?, registry)
+}
+
+fn terminal_program(
+    pid: i32,
+    process: ChildProcess,
+    registry: &Arc<ProcessRegistry>,
+) -> io::Result<SpawnedTerminalProgram> {
     let session = ProcessSessionId::new(pid)
         .ok_or_else(|| io::Error::other(format!("refusing to manage session {pid}")))?;
     Ok(SpawnedTerminalProgram {
