@@ -101,6 +101,19 @@ impl SessionState {
                 return;
             }
         };
+        self.start_foreground(myself, job_id, plan, Runner::Shell(shell), reply)
+            .await;
+    }
+
+    /// Starts a job whose caller waits, with the auto-background timer armed.
+    async fn start_foreground(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        job_id: JobId,
+        plan: RunPlan,
+        runner: Runner,
+        reply: RpcReplyPort<Result<RunOutcome>>,
+    ) {
         let auto_background = self
             .args
             .config
@@ -112,9 +125,7 @@ impl SessionState {
         };
         // On failure the reply port went with the Job's arguments: its caller
         // sees the call end (`actor_gone`).
-        let _ = self
-            .start_job(myself, job_id, plan, Runner::Shell(shell), start)
-            .await;
+        let _ = self.start_job(myself, job_id, plan, runner, start).await;
     }
 
     /// Opens a terminal for a `pty` request. `Ok(None)` when terminals are
@@ -201,14 +212,7 @@ impl SessionState {
                     return;
                 }
             };
-            let started = BackgroundedRun {
-                job_id: job_id.clone(),
-                label: plan.label.clone(),
-                reason: BackgroundReason::Requested,
-                preview: String::new(),
-                timeout: plan.timeout.info,
-                text: background_text(job_id.as_str(), &plan.label, "", &plan.notices),
-            };
+            let started = requested_start(&job_id, &plan);
             let started = self
                 .start_job(
                     myself,
@@ -222,17 +226,7 @@ impl SessionState {
             let _ = reply.send(started);
             return;
         }
-        let auto_background = self
-            .args
-            .config
-            .jobs
-            .auto_background_after(plan.timeout.deadline);
-        let start = JobStart::Foreground {
-            reply,
-            auto_background,
-        };
-        let _ = self
-            .start_job(myself, job_id, plan, Runner::Pty(launch), start)
+        self.start_foreground(myself, job_id, plan, Runner::Pty(launch), reply)
             .await;
     }
 
@@ -250,14 +244,7 @@ impl SessionState {
             .try_acquire()
             .map_err(|limit| Error::JobLimitReached { limit })?;
         let shell = self.isolated_shell(myself, &job_id).await?;
-        let started = BackgroundedRun {
-            job_id: job_id.clone(),
-            label: plan.label.clone(),
-            reason: BackgroundReason::Requested,
-            preview: String::new(),
-            timeout: plan.timeout.info,
-            text: background_text(job_id.as_str(), &plan.label, "", &plan.notices),
-        };
+        let started = requested_start(&job_id, &plan);
         self.start_job(
             myself,
             job_id,
@@ -519,6 +506,18 @@ impl SessionState {
                     .stop(Some("evicted: too many finished jobs retained".to_owned()));
             }
         }
+    }
+}
+
+/// The answer to an explicit async request: the job's id and label.
+fn requested_start(job_id: &JobId, plan: &RunPlan) -> BackgroundedRun {
+    BackgroundedRun {
+        job_id: job_id.clone(),
+        label: plan.label.clone(),
+        reason: BackgroundReason::Requested,
+        preview: String::new(),
+        timeout: plan.timeout.info,
+        text: background_text(job_id.as_str(), &plan.label, "", &plan.notices),
     }
 }
 

@@ -270,36 +270,22 @@ impl ShellServer {
     async fn job_wait(&self, args: JobWaitArgs) -> shellvisor::Result<CallToolResult> {
         let (session, session_id) = self.session(args.session_id.as_deref()).await?;
         let job_id = JobId::new(args.job_id);
-        match session.wait(&job_id, wait_timeout(args.timeout)).await? {
-            Some(result) => Ok(report((
-                RunReport::from_result(&session_id, &result),
-                result.text.clone(),
-                result.is_error,
-            ))),
-            None => {
-                let info = session.job(&job_id).await?;
-                let (structured, text) = RunReport::running(&session_id, &info);
-                Ok(report((structured, text, false)))
-            }
-        }
+        result_or_state(
+            &session,
+            &session_id,
+            &job_id,
+            wait_timeout(args.timeout),
+            false,
+        )
+        .await
     }
 
     async fn job_kill(&self, args: JobArgs) -> shellvisor::Result<CallToolResult> {
         let (session, session_id) = self.session(args.session_id.as_deref()).await?;
         let job_id = JobId::new(args.job_id);
         session.kill(&job_id).await?;
-        match session.wait(&job_id, Duration::from_secs(5)).await? {
-            Some(result) => Ok(report((
-                RunReport::from_result(&session_id, &result),
-                result.text.clone(),
-                result.is_error,
-            ))),
-            None => {
-                let info = session.job(&job_id).await?;
-                let (structured, text) = RunReport::running(&session_id, &info);
-                Ok(report((structured, text, true)))
-            }
-        }
+        // Still running after a kill is an error worth flagging.
+        result_or_state(&session, &session_id, &job_id, Duration::from_secs(5), true).await
     }
 
     async fn job_list(&self, args: JobListArgs) -> shellvisor::Result<CallToolResult> {
@@ -359,6 +345,29 @@ impl ServerHandler for ShellServer {
         self.call(&request.name, arguments, &context)
             .await
             .map(CallToolResponse::from)
+    }
+}
+
+/// A job's result if it finishes within `timeout`, else its current state
+/// (flagged as an error when `running_is_error`).
+async fn result_or_state(
+    session: &Session,
+    session_id: &str,
+    job_id: &JobId,
+    timeout: Duration,
+    running_is_error: bool,
+) -> shellvisor::Result<CallToolResult> {
+    match session.wait(job_id, timeout).await? {
+        Some(result) => Ok(report((
+            RunReport::from_result(session_id, &result),
+            result.text.clone(),
+            result.is_error,
+        ))),
+        None => {
+            let info = session.job(job_id).await?;
+            let (structured, text) = RunReport::running(session_id, &info);
+            Ok(report((structured, text, running_is_error)))
+        }
     }
 }
 
