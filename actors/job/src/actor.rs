@@ -13,13 +13,13 @@ use ractor::DerivedActorRef;
 use ractor::MessagingErr;
 use ractor::RpcReplyPort;
 use ractor::SupervisionEvent;
-use ractor::concurrency::JoinHandle;
 use ractor::rpc::CallResult;
 use shellvisor_actor_pty::PtyArgs;
 use shellvisor_actor_pty::PtyCall;
 use shellvisor_actor_pty::PtyEvent;
 use shellvisor_actor_pty::PtyMsg;
 use shellvisor_actor_pty::PtySession;
+use shellvisor_actor_shell::AbortOnDrop;
 use shellvisor_actor_shell::ExecOutcome;
 use shellvisor_actor_shell::ExecRequest;
 use shellvisor_actor_shell::KillReason;
@@ -68,7 +68,8 @@ const PREVIEW_DEADLINE: Duration = Duration::from_secs(2);
 /// Longest preview in a backgrounded run's answer (the reference's tail cap).
 const MAX_PREVIEW_BYTES: usize = 50 * 1024;
 
-type Timer = JoinHandle<std::result::Result<(), MessagingErr<JobMsg>>>;
+/// A job's timers (deadline, auto-background, watchdog, eviction), aborted with its state.
+type AbortTimer = AbortOnDrop<std::result::Result<(), MessagingErr<JobMsg>>>;
 
 /// The Job actor (see the crate documentation).
 #[derive(Debug)]
@@ -184,17 +185,6 @@ pub struct JobState {
     kill_grace: Duration,
 }
 
-/// A timer task aborted when dropped, so a job's timers never outlive it
-/// (even when the actor is killed and its state dropped).
-#[derive(Debug)]
-struct AbortTimer(Timer);
-
-impl Drop for AbortTimer {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 impl Actor for Job {
     type Msg = JobMsg;
     type State = JobState;
@@ -230,14 +220,14 @@ impl Actor for Job {
             .plan
             .timeout
             .deadline
-            .map(|after| AbortTimer(myself.send_after(after, || JobMsg::DeadlineElapsed)));
+            .map(|after| AbortOnDrop(myself.send_after(after, || JobMsg::DeadlineElapsed)));
         let (reply, slot, background, auto_timer) = match args.start {
             JobStart::Foreground {
                 reply,
                 auto_background,
             } => {
                 let timer = auto_background
-                    .map(|after| AbortTimer(myself.send_after(after, || JobMsg::AutoBackground)));
+                    .map(|after| AbortOnDrop(myself.send_after(after, || JobMsg::AutoBackground)));
                 (Some(reply), None, None, timer)
             }
             JobStart::Background { slot } => {
@@ -447,7 +437,7 @@ impl Actor for Job {
             JobMsg::Evict => {
                 if state.background.is_some() && !state.delivered {
                     // Its result has not been delivered yet: keep it.
-                    state.evict_timer = Some(AbortTimer(
+                    state.evict_timer = Some(AbortOnDrop(
                         myself.send_after(state.retention, || JobMsg::Evict),
                     ));
                 } else {
@@ -544,7 +534,9 @@ impl JobState {
             });
         }
         let wait = self.kill_grace + UNRESPONSIVE_AFTER_KILL;
-        self.watchdog = Some(AbortTimer(myself.send_after(wait, || JobMsg::Unresponsive)));
+        self.watchdog = Some(AbortOnDrop(
+            myself.send_after(wait, || JobMsg::Unresponsive),
+        ));
     }
 
     /// The auto-background timer fired, or a terminal program waits for
@@ -673,7 +665,7 @@ impl JobState {
             let _ = killer.send(Ok(()));
         }
         self.result = Some(result);
-        self.evict_timer = Some(AbortTimer(
+        self.evict_timer = Some(AbortOnDrop(
             myself.send_after(self.retention, || JobMsg::Evict),
         ));
     }

@@ -10,7 +10,7 @@ use ractor::ActorProcessingErr;
 use ractor::ActorRef;
 use ractor::DerivedActorRef;
 use ractor::MessagingErr;
-use ractor::concurrency::JoinHandle;
+use shellvisor_actor_shell::AbortOnDrop;
 use shellvisor_actor_shell::ExecOutcome;
 use shellvisor_actor_shell::KillReason;
 use shellvisor_actor_shell::RunEnd;
@@ -105,9 +105,9 @@ pub struct PtySessionState {
     finished: bool,
     kill_grace: Duration,
     drain: Duration,
-    _probe_timer: AbortInterval,
-    escalation: Option<AbortOnDrop>,
-    drain_timer: Option<AbortOnDrop>,
+    _probe_timer: AbortOnDrop<()>,
+    escalation: Option<AbortTimer>,
+    drain_timer: Option<AbortTimer>,
 }
 
 impl std::fmt::Debug for PtySessionState {
@@ -120,23 +120,8 @@ impl std::fmt::Debug for PtySessionState {
     }
 }
 
-/// A timer task aborted when dropped.
-struct AbortOnDrop(JoinHandle<std::result::Result<(), MessagingErr<PtyMsg>>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// A repeating timer task aborted when dropped.
-struct AbortInterval(JoinHandle<()>);
-
-impl Drop for AbortInterval {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
+/// A PtySession's timers, aborted with its state.
+type AbortTimer = AbortOnDrop<std::result::Result<(), MessagingErr<PtyMsg>>>;
 
 impl Actor for PtySession {
     type Msg = PtyMsg;
@@ -189,8 +174,7 @@ impl Actor for PtySession {
                 }
             }
         });
-        let probe_timer =
-            AbortInterval(myself.send_interval(args.probe_interval, || PtyMsg::Probe));
+        let probe_timer = AbortOnDrop(myself.send_interval(args.probe_interval, || PtyMsg::Probe));
         tracing::debug!(job = %args.job_id, session = ?spawned.session.session(), "program started on a terminal");
         Ok(PtySessionState {
             job_id: args.job_id,

@@ -9,7 +9,6 @@ use ractor::ActorProcessingErr;
 use ractor::ActorRef;
 use ractor::DerivedActorRef;
 use ractor::MessagingErr;
-use ractor::concurrency::JoinHandle;
 use shellvisor_policy::ShellTraits;
 use shellvisor_policy::may_change_environment;
 use shellvisor_process::CommandWriter;
@@ -106,8 +105,8 @@ struct LiveShell {
     retain_poll: Option<Duration>,
     killing: Option<KillReason>,
     exited: Option<ExitInfo>,
-    escalation: Option<JoinHandle<Result<(), MessagingErr<ShellMsg>>>>,
-    _watch_task: AbortOnDrop,
+    escalation: Option<AbortOnDrop<Result<(), MessagingErr<ShellMsg>>>>,
+    _watch_task: AbortOnDrop<()>,
     _dir: PrivateDir,
 }
 
@@ -201,7 +200,8 @@ impl Actor for Shell {
                     myself.stop(Some("shell ended".to_owned()));
                 } else {
                     // KILL was sent; the exit watcher reports shortly.
-                    live.escalation = Some(myself.send_after(grace, || ShellMsg::Escalate));
+                    live.escalation =
+                        Some(AbortOnDrop(myself.send_after(grace, || ShellMsg::Escalate)));
                 }
             }
         }
@@ -478,7 +478,7 @@ impl LiveShell {
                 tracing::warn!(%err, ?signal, "could not signal shell process group");
             }
         }
-        self.escalation = Some(myself.send_after(grace, || ShellMsg::Escalate));
+        self.escalation = Some(AbortOnDrop(myself.send_after(grace, || ShellMsg::Escalate)));
     }
 
     fn end_run(&mut self, end: RunEnd) {
@@ -494,9 +494,8 @@ impl LiveShell {
         if let Some(reap) = self.reap.take() {
             let _ = reap.send(());
         }
-        if let Some(timer) = self.escalation.take() {
-            timer.abort();
-        }
+        // Dropping the timer aborts it.
+        self.escalation = None;
     }
 }
 

@@ -25,3 +25,4 @@ pub use messages::RunEnd;
 pub use messages::ShellEvent;
 pub use messages::ShellMsg;
 pub use messages::ShellNotice;
+pub use tasks::AbortOnDrop;

@@ -1,12 +1,14 @@
-//! Small helpers for the tasks a Shell owns.
+//! A guard for the tasks and timers an actor owns.
 
 use tokio::task::JoinHandle;
 
-/// Aborts a task when dropped, so a Shell's helper tasks never outlive its state.
+/// Aborts a task (a helper task, or a ractor `send_after`/`send_interval`
+/// timer) when dropped, so it never outlives the state that holds it, even
+/// when the actor is killed and its state dropped without `post_stop`.
 #[derive(Debug)]
-pub(crate) struct AbortOnDrop(pub(crate) JoinHandle<()>);
+pub struct AbortOnDrop<T>(pub JoinHandle<T>);
 
-impl Drop for AbortOnDrop {
+impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }

@@ -18,6 +18,7 @@ use shellvisor::RunOutcome;
 use shellvisor::RunRequest;
 use shellvisor::RunResult;
 use shellvisor::Screen;
+use shellvisor::SessionEvent;
 use shellvisor::TerminalSize;
 
 use crate::envelope::INVALID_PARAMS;
@@ -609,55 +610,59 @@ pub(crate) async fn dispatch(
     }
 }
 
-pub(crate) fn output_note(session_id: &str, job_id: JobId, offset: u64, data: &[u8]) -> Value {
-    serde_json::to_value(OutputNote {
-        session_id: session_id.to_owned(),
-        job_id,
-        offset,
-        data_base64: BASE64.encode(data),
-    })
-    .unwrap_or(Value::Null)
-}
-
-pub(crate) fn started_note(session_id: &str, job_id: JobId, command: String) -> Value {
-    serde_json::to_value(JobStartedNote {
-        session_id: session_id.to_owned(),
-        job_id,
-        command,
-    })
-    .unwrap_or(Value::Null)
-}
-
-pub(crate) fn finished_note(
-    session_id: &str,
-    job_id: JobId,
-    exit_code: Option<i32>,
-    timed_out: bool,
-) -> Value {
-    serde_json::to_value(JobFinishedNote {
-        session_id: session_id.to_owned(),
-        job_id,
-        exit_code,
-        timed_out,
-    })
-    .unwrap_or(Value::Null)
-}
-
-pub(crate) fn pty_state_note(session_id: &str, job_id: JobId, state: PtyState) -> Value {
-    serde_json::to_value(PtyStateNote {
-        session_id: session_id.to_owned(),
-        job_id,
-        state,
-    })
-    .unwrap_or(Value::Null)
-}
-
-pub(crate) fn lagged_note(session_id: &str, missed: u64) -> Value {
-    serde_json::to_value(LaggedNote {
-        session_id: session_id.to_owned(),
-        missed,
-    })
-    .unwrap_or(Value::Null)
+/// The notification (method and params) for a session event, if it has one.
+pub(crate) fn event_note(session_id: &str, event: SessionEvent) -> Option<(&'static str, Value)> {
+    let session_id = session_id.to_owned();
+    let (method, params) = match event {
+        SessionEvent::Output {
+            job_id,
+            offset,
+            data,
+        } => (
+            "output",
+            serde_json::to_value(OutputNote {
+                session_id,
+                job_id,
+                offset,
+                data_base64: BASE64.encode(&data),
+            }),
+        ),
+        SessionEvent::JobStarted { job_id, command } => (
+            "job.started",
+            serde_json::to_value(JobStartedNote {
+                session_id,
+                job_id,
+                command,
+            }),
+        ),
+        SessionEvent::JobFinished {
+            job_id,
+            exit_code,
+            timed_out,
+        } => (
+            "job.finished",
+            serde_json::to_value(JobFinishedNote {
+                session_id,
+                job_id,
+                exit_code,
+                timed_out,
+            }),
+        ),
+        SessionEvent::PtyState { job_id, state } => (
+            "pty.state",
+            serde_json::to_value(PtyStateNote {
+                session_id,
+                job_id,
+                state,
+            }),
+        ),
+        SessionEvent::Lagged { missed } => (
+            "lagged",
+            serde_json::to_value(LaggedNote { session_id, missed }),
+        ),
+        _ => return None,
+    };
+    params.ok().map(|params| (method, params))
 }
 
 pub(crate) fn runtime_info(

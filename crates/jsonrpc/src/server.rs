@@ -10,7 +10,6 @@ use std::time::Duration;
 use serde_json::Value;
 use shellvisor::Runtime;
 use shellvisor::Session;
-use shellvisor::SessionEvent;
 use tokio::io::AsyncRead;
 use tokio::io::AsyncWrite;
 use tokio::io::AsyncWriteExt;
@@ -103,35 +102,8 @@ impl Connection {
         let session_id = id.to_owned();
         let task = tokio::spawn(async move {
             while let Some(event) = events.recv().await {
-                let (method, params) = match event {
-                    SessionEvent::Output {
-                        job_id,
-                        offset,
-                        data,
-                    } => (
-                        "output",
-                        methods::output_note(&session_id, job_id, offset, &data),
-                    ),
-                    SessionEvent::JobStarted { job_id, command } => (
-                        "job.started",
-                        methods::started_note(&session_id, job_id, command),
-                    ),
-                    SessionEvent::JobFinished {
-                        job_id,
-                        exit_code,
-                        timed_out,
-                    } => (
-                        "job.finished",
-                        methods::finished_note(&session_id, job_id, exit_code, timed_out),
-                    ),
-                    SessionEvent::PtyState { job_id, state } => (
-                        "pty.state",
-                        methods::pty_state_note(&session_id, job_id, state),
-                    ),
-                    SessionEvent::Lagged { missed } => {
-                        ("lagged", methods::lagged_note(&session_id, missed))
-                    }
-                    _ => continue,
+                let Some((method, params)) = methods::event_note(&session_id, event) else {
+                    continue;
                 };
                 if outbox.send(notification(method, params)).await.is_err() {
                     return;

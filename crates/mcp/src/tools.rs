@@ -8,6 +8,7 @@ use std::time::Instant;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::Serialize;
+use shellvisor::BackgroundReason;
 use shellvisor::JobId;
 use shellvisor::JobInfo;
 use shellvisor::JobState;
@@ -215,14 +216,11 @@ impl RunReport {
                 result.is_error,
             ),
             RunOutcome::Backgrounded(job) => {
-                let reason = serde_json::to_value(job.reason)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned));
-                let state = if reason.as_deref() == Some("awaiting_input") {
-                    "awaiting_input"
-                } else {
-                    "running"
+                let state = match job.reason {
+                    BackgroundReason::AwaitingInput => "awaiting_input",
+                    _ => "running",
                 };
+                let reason = Some(job.reason.as_str().to_owned());
                 // The library speaks of the reference tool's `job` tool; here
                 // the tools are job_wait, job_output and job_kill.
                 let text = job.text.replace(

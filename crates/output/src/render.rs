@@ -250,16 +250,7 @@ pub fn job_label(command: &str) -> String {
 /// You can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking.
 /// ```
 pub fn background_text(job_id: &str, label: &str, preview: &str, notices: &[String]) -> String {
-    let mut text = String::new();
-    let preview = preview.trim();
-    if !preview.is_empty() {
-        text.push_str(preview);
-        text.push_str("\n\n");
-    }
-    if !notices.is_empty() {
-        text.push_str(&notices.join("\n"));
-        text.push_str("\n\n");
-    }
+    let mut text = lead(preview.trim(), notices);
     text.push_str(&format!(
         "Background job {job_id} started: {label}\n\
          Result will be delivered automatically when complete.\n\
@@ -277,21 +268,28 @@ pub fn background_text(job_id: &str, label: &str, preview: &str, notices: &[Stri
 /// assert!(text.contains("Job job_1 is waiting for terminal input: read -p 'name? ' n"));
 /// ```
 pub fn awaiting_input_text(job_id: &str, label: &str, screen: &str, notices: &[String]) -> String {
+    // A screen keeps its leading indentation; only blank rows go.
+    let mut text = lead(screen.trim_end(), notices);
+    text.push_str(&format!(
+        "Job {job_id} is waiting for terminal input: {label}\n\
+         The screen is shown above. Send input or keys (Enter, C-c, C-d, ...) to the job to continue, \
+         or kill it; its result will be delivered automatically when it exits."
+    ));
+    text
+}
+
+/// What comes before a background answer's closing lines: the output or
+/// screen so far, then the notices, each followed by a blank line.
+fn lead(shown: &str, notices: &[String]) -> String {
     let mut text = String::new();
-    let screen = screen.trim_end();
-    if !screen.is_empty() {
-        text.push_str(screen);
+    if !shown.is_empty() {
+        text.push_str(shown);
         text.push_str("\n\n");
     }
     if !notices.is_empty() {
         text.push_str(&notices.join("\n"));
         text.push_str("\n\n");
     }
-    text.push_str(&format!(
-        "Job {job_id} is waiting for terminal input: {label}\n\
-         The screen is shown above. Send input or keys (Enter, C-c, C-d, ...) to the job to continue, \
-         or kill it; its result will be delivered automatically when it exits."
-    ));
     text
 }
 

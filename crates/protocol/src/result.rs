@@ -79,6 +79,17 @@ pub enum BackgroundReason {
     AwaitingInput,
 }
 
+impl BackgroundReason {
+    /// The wire name: `requested`, `timer` or `awaiting_input`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackgroundReason::Requested => "requested",
+            BackgroundReason::Timer => "timer",
+            BackgroundReason::AwaitingInput => "awaiting_input",
+        }
+    }
+}
+
 /// Where a job stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
