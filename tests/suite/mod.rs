@@ -10,5 +10,6 @@ mod persistence;
 mod policy;
 mod pty;
 mod restart;
+mod standby;
 mod timeouts;
 mod validation;

@@ -37,6 +37,8 @@ use tokio::sync::watch;
 
 use crate::budget::RestartBudget;
 use crate::messages::SessionMsg;
+use crate::standby::Standby;
+use crate::standby::StandbyTimer;
 
 /// How long a closing session waits for its children to stop.
 const CHILDREN_STOP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -114,6 +116,11 @@ pub struct SessionState {
     /// `Run` message is handled).
     pub(crate) started: Option<tokio::sync::oneshot::Sender<JobId>>,
     pub(crate) unavailable_until: Option<Instant>,
+    /// A shell with the session's state, ready to become the primary while
+    /// the primary is held by a long foreground run.
+    pub(crate) standby: Option<Standby>,
+    /// Asks for the standby once the primary has been held long enough.
+    pub(crate) standby_timer: Option<StandbyTimer>,
 }
 
 /// A shell of the session.
@@ -133,6 +140,8 @@ pub(crate) enum ShellRole {
     Isolated,
     /// A former primary taken along by a job that went to the background.
     Detached,
+    /// Ready to replace the primary while a long run holds it.
+    Standby,
     /// No longer used; stopping.
     Retired,
 }
@@ -180,6 +189,8 @@ impl Actor for Session {
             unavailable_until: None,
             last_failure: None,
             started: None,
+            standby: None,
+            standby_timer: None,
         })
     }
 
@@ -260,6 +271,9 @@ impl Actor for Session {
             }) => {
                 state.job_finished(&myself, &job_id, release, deliver).await;
             }
+            SessionMsg::PrepareStandby { job_id } => {
+                state.prepare_standby(&myself, &job_id).await;
+            }
             SessionMsg::Shell(ShellNotice::Ended {
                 shell,
                 exit,
@@ -312,6 +326,7 @@ impl SessionState {
     /// in an unknown state and is released as such).
     async fn child_ended(&mut self, myself: &ActorRef<SessionMsg>, id: ActorId, reason: String) {
         if let Some(entry) = self.shells.remove(&id) {
+            self.standby_ended(&id);
             if let Some(job) = entry
                 .holder
                 .as_ref()

@@ -119,6 +119,15 @@ impl SessionState {
             .config
             .jobs
             .auto_background_after(plan.timeout.deadline);
+        if let Runner::Shell(shell) = &runner
+            && self.is_primary(shell.get_id())
+        {
+            let ends_shell_at = match (plan.timeout.deadline, auto_background) {
+                (Some(deadline), Some(background)) => Some(deadline.min(background)),
+                (deadline, background) => deadline.or(background),
+            };
+            self.schedule_standby(myself, &job_id, ends_shell_at);
+        }
         let start = JobStart::Foreground {
             reply,
             auto_background,

@@ -15,6 +15,7 @@ mod budget;
 mod jobs;
 mod messages;
 mod shells;
+mod standby;
 
 pub use actor::Session;
 pub use actor::SessionArgs;

@@ -69,6 +69,12 @@ pub enum SessionMsg {
     /// The next finished background job whose result nobody has taken
     /// (answered when one finishes).
     NextCompletion(RpcReplyPort<Box<RunResult>>),
+    /// The primary has been held by `job_id` long enough to prepare a
+    /// standby shell (sent by the Session's own timer).
+    PrepareStandby {
+        /// The job that held the primary when the timer was set.
+        job_id: JobId,
+    },
     /// From a Job.
     Job(JobNotice),
     /// From a Shell.

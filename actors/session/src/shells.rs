@@ -64,7 +64,7 @@ impl SessionState {
         myself: &ActorRef<SessionMsg>,
         job_id: &JobId,
     ) -> Result<ActorRef<ShellMsg>> {
-        let shell = self.start_shell(myself, ShellRole::Isolated).await?;
+        let (shell, _) = self.start_shell(myself, ShellRole::Isolated).await?;
         if let Some(entry) = self.shells.get_mut(&shell.get_id()) {
             entry.holder = Some(job_id.clone());
         }
@@ -87,19 +87,26 @@ impl SessionState {
             }
             self.unavailable_until = None;
         }
-        let shell = self.start_shell(myself, ShellRole::Primary).await?;
+        if self.promote_standby() {
+            return Ok(());
+        }
+        let (shell, env) = self.start_shell(myself, ShellRole::Primary).await?;
         self.primary = Some(shell);
         self.primary_holder = None;
+        self.primary_env = env;
+        self.last_run_nonce = None;
         Ok(())
     }
 
-    async fn start_shell(
+    /// Starts a shell with the session's state; a primary or standby one
+    /// comes with its environment records.
+    pub(crate) async fn start_shell(
         &mut self,
         myself: &ActorRef<SessionMsg>,
         role: ShellRole,
-    ) -> Result<ActorRef<ShellMsg>> {
+    ) -> Result<(ActorRef<ShellMsg>, Option<watch::Receiver<EnvRecord>>)> {
         let env = self.shell_env().await;
-        let (env_tx, env_rx) = if role == ShellRole::Primary {
+        let (env_tx, env_rx) = if matches!(role, ShellRole::Primary | ShellRole::Standby) {
             let (tx, rx) = watch::channel(EnvRecord::default());
             (Some(tx), Some(rx))
         } else {
@@ -144,11 +151,7 @@ impl SessionState {
                 holder: None,
             },
         );
-        if env_rx.is_some() {
-            self.primary_env = env_rx;
-            self.last_run_nonce = None;
-        }
-        Ok(shell)
+        Ok((shell, env_rx))
     }
 
     /// The environment for a new shell: the primary's exported variables
@@ -275,6 +278,7 @@ impl SessionState {
                     self.last_run_nonce = Some(status.nonce);
                 }
                 self.primary_holder = None;
+                self.retire_standby();
             }
             (ShellRole::Primary, _) => {
                 // It ended during the run (exit, exec, timeout) or is in an
@@ -295,7 +299,10 @@ impl SessionState {
                 let poll = Duration::from_millis(self.args.config.jobs.child_poll_ms.max(10));
                 let _ = entry.actor.cast(ShellMsg::Release { poll });
             }
-            (ShellRole::Isolated | ShellRole::Detached | ShellRole::Retired, _) => {
+            (
+                ShellRole::Isolated | ShellRole::Detached | ShellRole::Standby | ShellRole::Retired,
+                _,
+            ) => {
                 entry.role = ShellRole::Retired;
                 let _ = entry.actor.cast(ShellMsg::Kill(KillReason::Release));
             }
@@ -311,6 +318,13 @@ impl SessionState {
         exit: ExitInfo,
         during_run: bool,
     ) {
+        if self.standby_ended(&shell) {
+            if let Some(entry) = self.shells.get_mut(&shell) {
+                entry.role = ShellRole::Retired;
+                let _ = entry.actor.cast(ShellMsg::Kill(KillReason::Release));
+            }
+            return;
+        }
         if during_run || !self.is_primary(shell) {
             return;
         }

@@ -56,6 +56,12 @@ pub struct ShellConfig {
     pub cwd: Option<PathBuf>,
     /// How long a new shell may take to become ready, in milliseconds.
     pub startup_timeout_ms: u64,
+    /// This long (in milliseconds) before a foreground command that holds
+    /// the session's shell reaches its deadline or its move to the background,
+    /// a standby shell with the session's state is started, so the next call
+    /// finds a ready shell instead of waiting for one to start. Runs that end
+    /// earlier never start one. `0` turns standby shells off.
+    pub standby_lead_ms: u64,
 }
 
 impl Default for ShellConfig {
@@ -66,6 +72,7 @@ impl Default for ShellConfig {
             env: BTreeMap::new(),
             cwd: None,
             startup_timeout_ms: 10_000,
+            standby_lead_ms: 500,
         }
     }
 }
@@ -74,6 +81,11 @@ impl ShellConfig {
     /// [`ShellConfig::startup_timeout_ms`] as a `Duration`.
     pub fn startup_timeout(&self) -> Duration {
         Duration::from_millis(self.startup_timeout_ms)
+    }
+
+    /// [`ShellConfig::standby_lead_ms`] as a `Duration`; `None` when off.
+    pub fn standby_lead(&self) -> Option<Duration> {
+        (self.standby_lead_ms > 0).then(|| Duration::from_millis(self.standby_lead_ms))
     }
 }
 
