@@ -15,6 +15,7 @@ use crate::baseline::AsyncBarePipe;
 use crate::baseline::BarePipe;
 use crate::baseline::raw_pipe_read;
 use crate::baseline::spawn_per_command;
+use crate::protocol_floor::ProtocolPipe;
 use crate::report::Report;
 use crate::report::figure;
 use crate::report::rate;
@@ -152,14 +153,24 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
     let session = runtime.session("warm").await.map_err(err)?;
     for command in ["true", "echo hi"] {
         let mut pipe = BarePipe::start()?;
+        let mut floor = ProtocolPipe::start()?;
         warm_round_trips(&session, command, 100).await?;
         pipe.round_trips_of(command, 100)?;
-        let (mut lib, mut bare) = (Samples::default(), Samples::default());
+        floor.round_trips_of(command, 100)?;
+        let (mut lib, mut bare, mut protocol) =
+            (Samples::default(), Samples::default(), Samples::default());
         let block = 100;
         while lib.len() < options.round_trips {
             lib.extend(warm_round_trips(&session, command, block).await?);
             bare.extend(pipe.round_trips_of(command, block)?);
+            protocol.extend(floor.round_trips_of(command, block)?);
         }
+        report.add(time(
+            &format!("shell protocol alone, `{command}` p50 (blocking loop, no runtime)"),
+            us(protocol.p50()),
+            Some(("bare pipe p50", us(bare.p50()))),
+            None,
+        ));
         let ratio = lib.p50().as_secs_f64() / bare.p50().as_secs_f64();
         report.add(time(
             &format!("warm `{command}` round trip p50"),

@@ -8,6 +8,7 @@
 
 mod baseline;
 mod bench;
+mod protocol_floor;
 mod report;
 mod samples;
 
@@ -17,6 +18,7 @@ pub use baseline::raw_pipe_read;
 pub use baseline::spawn_per_command;
 pub use bench::BenchOptions;
 pub use bench::run;
+pub use protocol_floor::ProtocolPipe;
 pub use report::Figure;
 pub use report::Report;
 pub use samples::Samples;
