@@ -1,6 +1,8 @@
 //! The producer side of a Sink.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,6 +22,8 @@ const MAX_CHUNKS_IN_FLIGHT: usize = 4;
 pub struct SinkFeed {
     sink: ActorRef<SinkMsg>,
     permits: Arc<Semaphore>,
+    /// Whether any chunk was sent (by any clone).
+    pushed: Arc<AtomicBool>,
 }
 
 impl SinkFeed {
@@ -28,6 +32,7 @@ impl SinkFeed {
         Self {
             sink,
             permits: Arc::new(Semaphore::new(MAX_CHUNKS_IN_FLIGHT)),
+            pushed: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -37,12 +42,19 @@ impl SinkFeed {
         let Ok(permit) = Arc::clone(&self.permits).acquire_owned().await else {
             return false;
         };
+        self.pushed.store(true, Ordering::Release);
         self.sink.cast(SinkMsg::Chunk(chunk, permit)).is_ok()
     }
 
     /// Marks the end of the run's foreground output and returns its rendering,
     /// or `None` if the Sink is gone or does not answer within `deadline`.
+    /// A run that printed nothing is answered here, without asking the Sink
+    /// (which would answer [`OutputSummary::empty`]): most commands an agent
+    /// runs print nothing, and this saves them a round trip to another task.
     pub async fn complete(&self, deadline: Duration) -> Option<OutputSummary> {
+        if !self.pushed.load(Ordering::Acquire) {
+            return Some(OutputSummary::empty());
+        }
         match self.sink.call(SinkMsg::Complete, Some(deadline)).await {
             Ok(CallResult::Success(summary)) => Some(summary),
             _ => None,

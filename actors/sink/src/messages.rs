@@ -36,10 +36,29 @@ pub enum SinkMsg {
 }
 
 /// A run's output as rendered at its completion.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OutputSummary {
     /// The rendered text and what it shows.
     pub rendered: RenderedOutput,
     /// Sizes, artifact and spill error, for the result.
     pub truncation: Truncation,
+}
+
+impl OutputSummary {
+    /// The summary of a run that printed nothing (what a Sink that received
+    /// no byte answers to `Complete`, whatever its configuration).
+    pub fn empty() -> Self {
+        let rendered = shellvisor_output::render_output(&[], &[], 0, 0, usize::MAX, usize::MAX);
+        let truncation = Truncation {
+            truncated: rendered.truncated(),
+            shown_bytes: rendered.shown_bytes,
+            shown_lines: rendered.shown_lines,
+            tail_offset: rendered.tail_offset,
+            ..Truncation::default()
+        };
+        Self {
+            rendered,
+            truncation,
+        }
+    }
 }

@@ -148,3 +148,35 @@ async fn small_output_stays_in_memory_and_a_failed_spill_keeps_the_tail() {
         .unwrap();
     assert!(middle.is_err());
 }
+
+#[tokio::test]
+async fn an_empty_output_is_summarized_without_the_sink_exactly_as_the_sink_would() {
+    for config in [small_config(), OutputConfig::default()] {
+        let dir = tempfile::tempdir().unwrap();
+        let (events, _rx) = broadcast::channel(16);
+        let (sink, handle) = Actor::spawn(
+            None,
+            Sink,
+            SinkArgs {
+                job_id: JobId::random().unwrap(),
+                config,
+                artifact_path: dir.path().join("a.log"),
+                events,
+            },
+        )
+        .await
+        .unwrap();
+        let from_sink = ractor::call!(sink, SinkMsg::Complete).unwrap();
+        assert_eq!(from_sink, shellvisor_actor_sink::OutputSummary::empty());
+
+        // The feed answers an empty run itself: even with the Sink gone.
+        let feed = SinkFeed::new(sink.clone());
+        sink.stop(None);
+        handle.await.unwrap();
+        let summary = feed.complete(Duration::from_secs(5)).await;
+        assert_eq!(summary, Some(shellvisor_actor_sink::OutputSummary::empty()));
+        // Once bytes were sent, only the Sink can answer.
+        assert!(!feed.push(Bytes::from_static(b"x")).await);
+        assert_eq!(feed.complete(Duration::from_secs(1)).await, None);
+    }
+}
