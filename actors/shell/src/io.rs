@@ -1,6 +1,10 @@
 //! A shell's I/O task: its status channel and the current run's output.
 
 use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,6 +33,33 @@ const DRAIN_READ_BYTES: usize = 8 * 1024;
 /// How long the Sink may take to render a completed run.
 const COMPLETE_DEADLINE: Duration = Duration::from_secs(5);
 
+/// The next run's output FIFO, shared by the Shell actor (which takes it when
+/// a run starts) and its I/O task (which reopens a finished run's FIFO into it
+/// when that FIFO reached end-of-file, saving its removal and re-creation).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SpareFifo(Arc<Mutex<Option<OutputFifo>>>);
+
+impl SpareFifo {
+    /// Takes the prepared FIFO, if any.
+    pub(crate) fn take(&self) -> Option<OutputFifo> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// Stores a prepared FIFO.
+    pub(crate) fn put(&self, fifo: OutputFifo) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(fifo);
+    }
+}
+
+/// Where a finished run's FIFO is reopened into.
+#[derive(Debug)]
+pub(crate) struct FifoReuse {
+    /// The shell's FIFO path (the same for every run).
+    pub(crate) path: PathBuf,
+    /// Where the reopened FIFO goes.
+    pub(crate) slot: SpareFifo,
+}
+
 /// What the Shell actor tells its I/O task.
 #[derive(Debug)]
 pub(crate) enum IoCommand {
@@ -52,7 +83,7 @@ struct ActiveRun {
     nonce: String,
     env_follows: bool,
     receiver: pipe::Receiver,
-    keepalive: pipe::Sender,
+    keepalive: std::os::fd::OwnedFd,
     sink: SinkFeed,
     reply_to: DerivedActorRef<ShellEvent>,
     buf: BytesMut,
@@ -68,6 +99,7 @@ pub(crate) async fn io_task(
     mut commands: mpsc::UnboundedReceiver<IoCommand>,
     shell: ActorRef<ShellMsg>,
     env: watch::Sender<EnvRecord>,
+    reuse: FifoReuse,
 ) {
     let mut run: Option<ActiveRun> = None;
     let mut status_open = true;
@@ -77,7 +109,7 @@ pub(crate) async fn io_task(
             command = commands.recv() => match command {
                 Some(IoCommand::Start(io)) => {
                     if let Some(previous) = run.take() {
-                        finish(previous, RunEnd::ShellLost { reason: "a new run replaced it".to_owned() }).await;
+                        finish(previous, RunEnd::ShellLost { reason: "a new run replaced it".to_owned() }, None).await;
                     }
                     run = Some(ActiveRun {
                         nonce: io.nonce,
@@ -93,13 +125,13 @@ pub(crate) async fn io_task(
                 }
                 Some(IoCommand::End(end)) => {
                     if let Some(current) = run.take() {
-                        finish(current, end).await;
+                        finish(current, end, None).await;
                     }
                 }
                 None => {
                     if let Some(current) = run.take() {
                         let end = RunEnd::ShellLost { reason: "the shell stopped before reporting the run".to_owned() };
-                        finish(current, end).await;
+                        finish(current, end, None).await;
                     }
                     return;
                 }
@@ -112,7 +144,7 @@ pub(crate) async fn io_task(
                         let _ = shell.cast(ShellMsg::RunCompleted);
                         if let Some(current) = run.take() {
                             let env_follows = current.env_follows;
-                            finish(current, RunEnd::Completed { status: record, env_follows }).await;
+                            finish(current, RunEnd::Completed { status: record, env_follows }, Some(&reuse)).await;
                         }
                     } else {
                         tracing::warn!("status record for no run in progress; ignored");
@@ -154,34 +186,57 @@ async fn readable(run: Option<&ActiveRun>) -> io::Result<()> {
 /// Ends a run: reads what the foreground wrote (it is all in the pipe by now:
 /// the shell reported after its writes returned, or is dead), renders it,
 /// reports to the Job, and leaves any late output of `&` children to a
-/// drainer so they never get SIGPIPE.
-async fn finish(run: ActiveRun, end: RunEnd) {
+/// drainer so they never get SIGPIPE. With `reuse` (the shell goes on), a FIFO
+/// that reached end-of-file is reopened for the next run before the Job hears
+/// of the end (so before any next run can start).
+async fn finish(run: ActiveRun, end: RunEnd, reuse: Option<&FifoReuse>) {
     tracing::trace!(target: "shellvisor::stage", "pump: run ended");
-    drop(run.keepalive);
+    let ActiveRun {
+        receiver,
+        keepalive,
+        sink,
+        reply_to,
+        buf,
+        readable,
+        ..
+    } = run;
+    drop(keepalive);
     // What is left is at most a pipe's capacity; read it in small pieces
     // rather than allocating a chunk-sized buffer for every run.
     let mut scratch = [0u8; DRAIN_READ_BYTES];
-    let mut eof = !run.readable;
+    let mut eof = !readable;
     while !eof {
-        match read_now(&run.receiver, &mut scratch) {
+        match read_now(&receiver, &mut scratch) {
             Ok(0) => eof = true,
             Ok(n) => {
-                run.sink.push(Bytes::copy_from_slice(&scratch[..n])).await;
+                sink.push(Bytes::copy_from_slice(&scratch[..n])).await;
             }
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
             Err(_) => eof = true,
         }
     }
     tracing::trace!(target: "shellvisor::stage", "pump: drained");
-    let output = run.sink.complete(COMPLETE_DEADLINE).await;
+    let output = sink.complete(COMPLETE_DEADLINE).await;
     tracing::trace!(target: "shellvisor::stage", "pump: rendered");
-    let _ = run
-        .reply_to
-        .send_message(ShellEvent::Finished(Box::new(ExecOutcome { end, output })));
-    if eof {
-        run.sink.close();
+    let late = if eof {
+        // Every descriptor of this FIFO is now closed: it can be reopened.
+        drop(receiver);
+        if let Some(reuse) = reuse {
+            match OutputFifo::reopen(&reuse.path) {
+                Ok(fifo) => reuse.slot.put(fifo),
+                Err(err) => tracing::debug!(%err, "could not reopen the output pipe"),
+            }
+        }
+        None
     } else {
-        tokio::spawn(drain_late(run.receiver, run.sink, run.buf));
+        Some(receiver)
+    };
+    let _ = reply_to.send_message(ShellEvent::Finished(Box::new(ExecOutcome { end, output })));
+    match late {
+        None => sink.close(),
+        Some(receiver) => {
+            tokio::spawn(drain_late(receiver, sink, buf));
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 //! The per-run output FIFO.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::path::PathBuf;
 
 use rustix::fs::Mode;
+use rustix::fs::OFlags;
 use tokio::net::unix::pipe;
 
 /// A named pipe that receives one run's output (stdout and stderr merged).
@@ -18,8 +20,9 @@ use tokio::net::unix::pipe;
 pub struct OutputFifo {
     /// Read end (non-blocking, registered with tokio).
     pub receiver: pipe::Receiver,
-    /// Keep-alive write end; drop it once the run's status has arrived.
-    pub keepalive: pipe::Sender,
+    /// Keep-alive write end (never written, not registered with tokio); drop
+    /// it once the run's status has arrived.
+    pub keepalive: OwnedFd,
     /// The FIFO's path (unlink it once the shell has opened it).
     pub path: PathBuf,
 }
@@ -37,8 +40,25 @@ impl OutputFifo {
             Err(err) => return Err(err),
         }
         rustix::fs::mkfifoat(rustix::fs::CWD, path, Mode::from_raw_mode(0o600))?;
+        Self::reopen(path)
+    }
+
+    /// Opens both ends of the FIFO already at `path`, skipping its removal and
+    /// creation. Only correct when no descriptor of that FIFO is open anywhere
+    /// (its previous run's output reached end-of-file and its read end is
+    /// closed): a FIFO nobody holds starts empty, while one that a `&` child
+    /// still writes to would mix that child's output into the new run. Must be
+    /// called inside a tokio runtime.
+    ///
+    /// # Errors
+    /// When the FIFO cannot be opened (or `path` is not a FIFO).
+    pub fn reopen(path: &Path) -> io::Result<Self> {
         let receiver = pipe::OpenOptions::new().open_receiver(path)?;
-        let keepalive = pipe::OpenOptions::new().open_sender(path)?;
+        let keepalive = rustix::fs::open(
+            path,
+            OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )?;
         Ok(Self {
             receiver,
             keepalive,
