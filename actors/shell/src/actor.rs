@@ -30,8 +30,10 @@ use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio::sync::watch;
 
+use crate::io::FifoReuse;
 use crate::io::IoCommand;
 use crate::io::RunIo;
+use crate::io::SpareFifo;
 use crate::io::io_task;
 use crate::messages::ExecOutcome;
 use crate::messages::ExecRequest;
@@ -46,6 +48,11 @@ use crate::tasks::AbortOnDrop;
 const NONCE_BYTES: usize = 10;
 /// How long a run waits for the previous run's environment record.
 const ENV_RECORD_WAIT: Duration = Duration::from_secs(1);
+/// How long after a scan that found bash alone a released shell looks again
+/// before stopping. A scan of `/proc` is not atomic: a child that forks and
+/// exits while the scan runs (a daemon's double fork) can hide its grandchild,
+/// which would die with the group before it leaves it.
+const ALONE_CONFIRM: Duration = Duration::from_millis(50);
 
 /// The Shell actor (see the crate documentation).
 #[derive(Debug)]
@@ -92,7 +99,8 @@ struct LiveShell {
     writer: CommandWriter,
     nonce_prefix: String,
     runs: u64,
-    next_fifo: Option<OutputFifo>,
+    /// The next run's output FIFO, when one is ready.
+    next_fifo: SpareFifo,
     io: mpsc::UnboundedSender<IoCommand>,
     env: watch::Receiver<EnvRecord>,
     /// Nonce of the last run that reports its environment, until its record is in.
@@ -103,6 +111,8 @@ struct LiveShell {
     /// Set once the shell is released: how often to check for the processes
     /// its commands left running.
     retain_poll: Option<Duration>,
+    /// Consecutive scans that found bash alone in its group.
+    alone_scans: u8,
     killing: Option<KillReason>,
     exited: Option<ExitInfo>,
     escalation: Option<AbortOnDrop<Result<(), MessagingErr<ShellMsg>>>>,
@@ -168,10 +178,9 @@ impl Actor for Shell {
             }
             ShellMsg::CheckChildren => live.count_children(&myself),
             ShellMsg::ChildrenCounted(others) => live.release_if_alone(&myself, others, grace),
-            ShellMsg::RunCompleted => {
-                live.busy = false;
-                live.prepare_fifo();
-            }
+            // The next FIFO is prepared by the I/O task (it knows whether
+            // this run's FIFO can be reopened) before the Job hears of the end.
+            ShellMsg::RunCompleted => live.busy = false,
             ShellMsg::Exited(info) => {
                 if let Some(notify) = notify {
                     let _ = notify.send_message(ShellNotice::Ended {
@@ -291,7 +300,17 @@ async fn start_shell(
     };
     let (io, commands) = mpsc::unbounded_channel();
     // Not aborted with the actor: a run in progress always gets its report.
-    tokio::spawn(io_task(status, commands, myself.clone(), env_tx));
+    let next_fifo = SpareFifo::default();
+    tokio::spawn(io_task(
+        status,
+        commands,
+        myself.clone(),
+        env_tx,
+        FifoReuse {
+            path: files.fifo_path().to_path_buf(),
+            slot: next_fifo.clone(),
+        },
+    ));
     let (exit_tx, exit_rx) = watch::channel(None);
     let (reap_tx, reap_rx) = oneshot::channel::<()>();
     let watch_task = {
@@ -318,7 +337,7 @@ async fn start_shell(
         writer,
         nonce_prefix,
         runs: 0,
-        next_fifo: None,
+        next_fifo,
         io,
         env: env_rx,
         env_pending: Some(nonce.clone()),
@@ -326,6 +345,7 @@ async fn start_shell(
         reap: Some(reap_tx),
         busy: false,
         retain_poll: None,
+        alone_scans: 0,
         killing: None,
         exited: None,
         escalation: None,
@@ -420,14 +440,12 @@ impl LiveShell {
         may_change_environment(command, &traits)
     }
 
-    /// Creates the next run's output FIFO while the shell is idle, off the
-    /// next caller's path. A failure is retried when the run starts.
+    /// Creates the first run's output FIFO while the shell is idle, off the
+    /// first caller's path. A failure is retried when the run starts.
     fn prepare_fifo(&mut self) {
-        if self.next_fifo.is_none() && self.exited.is_none() {
-            match OutputFifo::create(self.files.fifo_path()) {
-                Ok(fifo) => self.next_fifo = Some(fifo),
-                Err(err) => tracing::debug!(%err, "could not prepare the next output pipe"),
-            }
+        match OutputFifo::create(self.files.fifo_path()) {
+            Ok(fifo) => self.next_fifo.put(fifo),
+            Err(err) => tracing::debug!(%err, "could not prepare the next output pipe"),
         }
     }
 
@@ -447,9 +465,9 @@ impl LiveShell {
         });
     }
 
-    /// A released shell stops once nothing but bash is left in its group;
-    /// until then (a `server &` its commands started) it stays, checking again
-    /// after the poll interval.
+    /// A released shell stops once nothing but bash is left in its group (seen
+    /// by two scans [`ALONE_CONFIRM`] apart); until then (a `server &` its
+    /// commands started) it stays, checking again after the poll interval.
     fn release_if_alone(&mut self, myself: &ActorRef<ShellMsg>, others: usize, grace: Duration) {
         let Some(poll) = self.retain_poll else {
             return;
@@ -458,8 +476,14 @@ impl LiveShell {
             return;
         }
         if others == 0 {
-            self.kill(myself, KillReason::Release, grace);
+            self.alone_scans += 1;
+            if self.alone_scans >= 2 {
+                self.kill(myself, KillReason::Release, grace);
+            } else {
+                myself.send_after(ALONE_CONFIRM, || ShellMsg::CheckChildren);
+            }
         } else {
+            self.alone_scans = 0;
             tracing::debug!(
                 others,
                 "released shell kept alive for processes its commands left running"
