@@ -195,6 +195,7 @@ impl Actor for Job {
         myself: ActorRef<JobMsg>,
         args: JobArgs,
     ) -> std::result::Result<JobState, ActorProcessingErr> {
+        tracing::trace!(target: "shellvisor::stage", "job: pre_start");
         let started = Instant::now();
         let mut output = args.output.clone();
         if let Runner::Pty(launch) = &args.runner {
@@ -212,6 +213,7 @@ impl Actor for Job {
             myself.get_cell(),
         )
         .await?;
+        tracing::trace!(target: "shellvisor::stage", "job: sink spawned");
         let _ = args.events.send(SessionEvent::JobStarted {
             job_id: args.job_id.clone(),
             command: args.plan.command.clone(),

@@ -74,6 +74,7 @@ impl SessionState {
                 return;
             }
         };
+        tracing::trace!(target: "shellvisor::stage", "session: planned");
         let mut plan = plan;
         if request.pty {
             match self.open_terminal(&request, &mut plan) {
@@ -273,6 +274,7 @@ impl SessionState {
         runner: Runner,
         start: JobStart,
     ) -> Result<()> {
+        tracing::trace!(target: "shellvisor::stage", "session: start_job");
         let config = &self.args.config;
         let (shell, pty_running) = match &runner {
             Runner::Shell(shell) => (Some(shell.get_id()), false),

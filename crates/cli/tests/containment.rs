@@ -113,16 +113,18 @@ fn round(round: usize) -> Duration {
     let want = SESSIONS * PER_SESSION;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let sleeps = marked(&needle)
+        let sleeps: Vec<String> = marked(&needle)
             .into_iter()
             .filter(|(_, cmd)| cmd.starts_with("sleep 100"))
-            .count();
-        if sleeps >= want {
+            .map(|(_, cmd)| cmd)
+            .collect();
+        if sleeps.len() >= want {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "only {sleeps} of {want} sleeps started"
+            "only {} of {want} sleeps started: {sleeps:?}",
+            sleeps.len()
         );
         std::thread::sleep(Duration::from_millis(20));
     }

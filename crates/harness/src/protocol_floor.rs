@@ -88,9 +88,13 @@ impl ProtocolPipe {
             self.runs += 1;
             let nonce = format!("n{}", self.runs);
             self.files.write_run(&nonce, command, None, &[], false)?;
+            // As the runtime does: the FIFO is reopened, not recreated, once
+            // the previous run's output reached end-of-file (always, here).
             let fifo = self.files.fifo_path().to_path_buf();
-            let _ = std::fs::remove_file(&fifo);
-            rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::from_raw_mode(0o600))?;
+            if self.runs == 1 {
+                let _ = std::fs::remove_file(&fifo);
+                rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::from_raw_mode(0o600))?;
+            }
             let reader = rustix::fs::open(
                 &fifo,
                 OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
