@@ -30,10 +30,8 @@ use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio::sync::watch;
 
-use crate::io::FifoReuse;
 use crate::io::IoCommand;
 use crate::io::RunIo;
-use crate::io::SpareFifo;
 use crate::io::io_task;
 use crate::messages::ExecOutcome;
 use crate::messages::ExecRequest;
@@ -99,8 +97,7 @@ struct LiveShell {
     writer: CommandWriter,
     nonce_prefix: String,
     runs: u64,
-    /// The next run's output FIFO, when one is ready.
-    next_fifo: SpareFifo,
+    next_fifo: Option<OutputFifo>,
     io: mpsc::UnboundedSender<IoCommand>,
     env: watch::Receiver<EnvRecord>,
     /// Nonce of the last run that reports its environment, until its record is in.
@@ -178,9 +175,8 @@ impl Actor for Shell {
             }
             ShellMsg::CheckChildren => live.count_children(&myself),
             ShellMsg::ChildrenCounted(others) => live.release_if_alone(&myself, others, grace),
-            // The next FIFO is prepared by the I/O task (it knows whether
-            // this run's FIFO can be reopened) before the Job hears of the end.
             ShellMsg::RunCompleted => live.busy = false,
+            ShellMsg::OutputDrained { reusable } => live.prepare_fifo(reusable),
             ShellMsg::Exited(info) => {
                 if let Some(notify) = notify {
                     let _ = notify.send_message(ShellNotice::Ended {
@@ -300,17 +296,7 @@ async fn start_shell(
     };
     let (io, commands) = mpsc::unbounded_channel();
     // Not aborted with the actor: a run in progress always gets its report.
-    let next_fifo = SpareFifo::default();
-    tokio::spawn(io_task(
-        status,
-        commands,
-        myself.clone(),
-        env_tx,
-        FifoReuse {
-            path: files.fifo_path().to_path_buf(),
-            slot: next_fifo.clone(),
-        },
-    ));
+    tokio::spawn(io_task(status, commands, myself.clone(), env_tx));
     let (exit_tx, exit_rx) = watch::channel(None);
     let (reap_tx, reap_rx) = oneshot::channel::<()>();
     let watch_task = {
@@ -337,7 +323,7 @@ async fn start_shell(
         writer,
         nonce_prefix,
         runs: 0,
-        next_fifo,
+        next_fifo: None,
         io,
         env: env_rx,
         env_pending: Some(nonce.clone()),
@@ -352,7 +338,7 @@ async fn start_shell(
         _watch_task: AbortOnDrop(watch_task),
         _dir: dir,
     };
-    live.prepare_fifo();
+    live.prepare_fifo(false);
     Ok(live)
 }
 
@@ -440,11 +426,23 @@ impl LiveShell {
         may_change_environment(command, &traits)
     }
 
-    /// Creates the first run's output FIFO while the shell is idle, off the
-    /// first caller's path. A failure is retried when the run starts.
-    fn prepare_fifo(&mut self) {
-        match OutputFifo::create(self.files.fifo_path()) {
-            Ok(fifo) => self.next_fifo.put(fifo),
+    /// Prepares the next run's output FIFO while the shell is idle, off the
+    /// next caller's path: the last one reopened when `reusable` (its run's
+    /// output reached end-of-file and every descriptor of it is closed), a
+    /// new one otherwise (a `&` child still writes to the last one). A
+    /// failure is retried when the run starts.
+    fn prepare_fifo(&mut self, reusable: bool) {
+        if self.next_fifo.is_some() || self.exited.is_some() {
+            return;
+        }
+        let path = self.files.fifo_path();
+        let prepared = if reusable {
+            OutputFifo::reopen(path).or_else(|_| OutputFifo::create(path))
+        } else {
+            OutputFifo::create(path)
+        };
+        match prepared {
+            Ok(fifo) => self.next_fifo = Some(fifo),
             Err(err) => tracing::debug!(%err, "could not prepare the next output pipe"),
         }
     }

@@ -1,10 +1,6 @@
 //! A shell's I/O task: its status channel and the current run's output.
 
 use std::io;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -32,33 +28,6 @@ const CHUNK_BYTES: usize = 64 * 1024;
 const DRAIN_READ_BYTES: usize = 8 * 1024;
 /// How long the Sink may take to render a completed run.
 const COMPLETE_DEADLINE: Duration = Duration::from_secs(5);
-
-/// The next run's output FIFO, shared by the Shell actor (which takes it when
-/// a run starts) and its I/O task (which reopens a finished run's FIFO into it
-/// when that FIFO reached end-of-file, saving its removal and re-creation).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct SpareFifo(Arc<Mutex<Option<OutputFifo>>>);
-
-impl SpareFifo {
-    /// Takes the prepared FIFO, if any.
-    pub(crate) fn take(&self) -> Option<OutputFifo> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
-
-    /// Stores a prepared FIFO.
-    pub(crate) fn put(&self, fifo: OutputFifo) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(fifo);
-    }
-}
-
-/// Where a finished run's FIFO is reopened into.
-#[derive(Debug)]
-pub(crate) struct FifoReuse {
-    /// The shell's FIFO path (the same for every run).
-    pub(crate) path: PathBuf,
-    /// Where the reopened FIFO goes.
-    pub(crate) slot: SpareFifo,
-}
 
 /// What the Shell actor tells its I/O task.
 #[derive(Debug)]
@@ -99,7 +68,6 @@ pub(crate) async fn io_task(
     mut commands: mpsc::UnboundedReceiver<IoCommand>,
     shell: ActorRef<ShellMsg>,
     env: watch::Sender<EnvRecord>,
-    reuse: FifoReuse,
 ) {
     let mut run: Option<ActiveRun> = None;
     let mut status_open = true;
@@ -144,7 +112,7 @@ pub(crate) async fn io_task(
                         let _ = shell.cast(ShellMsg::RunCompleted);
                         if let Some(current) = run.take() {
                             let env_follows = current.env_follows;
-                            finish(current, RunEnd::Completed { status: record, env_follows }, Some(&reuse)).await;
+                            finish(current, RunEnd::Completed { status: record, env_follows }, Some(&shell)).await;
                         }
                     } else {
                         tracing::warn!("status record for no run in progress; ignored");
@@ -186,10 +154,9 @@ async fn readable(run: Option<&ActiveRun>) -> io::Result<()> {
 /// Ends a run: reads what the foreground wrote (it is all in the pipe by now:
 /// the shell reported after its writes returned, or is dead), renders it,
 /// reports to the Job, and leaves any late output of `&` children to a
-/// drainer so they never get SIGPIPE. With `reuse` (the shell goes on), a FIFO
-/// that reached end-of-file is reopened for the next run before the Job hears
-/// of the end (so before any next run can start).
-async fn finish(run: ActiveRun, end: RunEnd, reuse: Option<&FifoReuse>) {
+/// drainer so they never get SIGPIPE. When the shell goes on (`shell`), it is
+/// told whether the FIFO can be reopened, before the Job hears of the end.
+async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>) {
     tracing::trace!(target: "shellvisor::stage", "pump: run ended");
     let ActiveRun {
         receiver,
@@ -219,18 +186,15 @@ async fn finish(run: ActiveRun, end: RunEnd, reuse: Option<&FifoReuse>) {
     let output = sink.complete(COMPLETE_DEADLINE).await;
     tracing::trace!(target: "shellvisor::stage", "pump: rendered");
     let late = if eof {
-        // Every descriptor of this FIFO is now closed: it can be reopened.
+        // Every descriptor of this FIFO is now closed.
         drop(receiver);
-        if let Some(reuse) = reuse {
-            match OutputFifo::reopen(&reuse.path) {
-                Ok(fifo) => reuse.slot.put(fifo),
-                Err(err) => tracing::debug!(%err, "could not reopen the output pipe"),
-            }
-        }
         None
     } else {
         Some(receiver)
     };
+    if let Some(shell) = shell {
+        let _ = shell.cast(ShellMsg::OutputDrained { reusable: eof });
+    }
     let _ = reply_to.send_message(ShellEvent::Finished(Box::new(ExecOutcome { end, output })));
     match late {
         None => sink.close(),
@@ -239,7 +203,6 @@ async fn finish(run: ActiveRun, end: RunEnd, reuse: Option<&FifoReuse>) {
         }
     }
 }
-
 /// Keeps reading a finished run's FIFO until its last writer closes it.
 async fn drain_late(receiver: pipe::Receiver, sink: SinkFeed, mut buf: BytesMut) {
     loop {

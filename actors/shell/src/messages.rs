@@ -32,6 +32,15 @@ pub enum ShellMsg {
     ChildrenCounted(usize),
     /// Internal: the status reader saw the current run's record.
     RunCompleted,
+    /// Internal: the finished run's output was drained; `reusable` when its
+    /// FIFO reached end-of-file and was closed (no descriptor of it is left
+    /// anywhere), so the next run can reopen it instead of creating one.
+    /// Sent before the run's Job hears of the end, so it is handled before
+    /// any next run's `Exec`.
+    OutputDrained {
+        /// Whether the FIFO can be reopened.
+        reusable: bool,
+    },
     /// Internal: the bash process exited.
     Exited(ExitInfo),
     /// Internal: the kill grace period elapsed.
