@@ -110,6 +110,53 @@ async fn warm_round_trips(
     Ok(samples)
 }
 
+/// `sessions` shells driven with the shell protocol by a thread each, no
+/// runtime, `commands` round trips of `true` each, all in flight at once:
+/// what bash's side of the protocol costs at that concurrency.
+fn protocol_alone(sessions: usize, commands: usize) -> std::io::Result<Duration> {
+    let mut pipes = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        let mut pipe = ProtocolPipe::start()?;
+        pipe.round_trips_of("true", 1)?;
+        pipes.push(pipe);
+    }
+    // Every thread waits at the gate until all are started; a failed spawn
+    // opens it too (the started ones finish, then the error is returned).
+    let gate = std::sync::RwLock::new(());
+    std::thread::scope(|scope| {
+        let closed = gate.write().map_err(|_| err("gate poisoned"))?;
+        let mut workers = Vec::with_capacity(pipes.len());
+        let mut spawn_error = None;
+        for pipe in pipes.iter_mut() {
+            let gate = &gate;
+            let spawned = std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn_scoped(scope, move || {
+                    drop(gate.read());
+                    pipe.round_trips_of("true", commands).map(|_| ())
+                });
+            match spawned {
+                Ok(worker) => workers.push(worker),
+                Err(error) => {
+                    spawn_error = Some(error);
+                    break;
+                }
+            }
+        }
+        let started = Instant::now();
+        drop(closed);
+        for worker in workers {
+            worker
+                .join()
+                .map_err(|_| err("a protocol worker panicked"))??;
+        }
+        match spawn_error {
+            Some(error) => Err(error),
+            None => Ok(started.elapsed()),
+        }
+    })
+}
+
 /// Runs every measurement, reporting progress through `progress`.
 ///
 /// # Errors
@@ -349,9 +396,17 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
             task.await.map_err(err)??;
         }
         let bare_wall = started.elapsed();
+        let protocol_wall = protocol_alone(sessions, commands)?;
         let total = (sessions * commands) as f64;
         let lib_rate = total / wall.as_secs_f64();
         let bare_rate = total / bare_wall.as_secs_f64();
+        report.add(rate(
+            &format!("{sessions} sessions x {commands} commands, shell protocol alone (a thread per shell)"),
+            total / protocol_wall.as_secs_f64(),
+            "cmd/s",
+            Some(("bare pipes, same concurrency", bare_rate)),
+            None,
+        ));
         report.add(time(
             &format!("{sessions} sessions x {commands} commands, wall"),
             us(wall),
