@@ -75,20 +75,24 @@ async fn a_prompt_is_waiting_a_sleep_is_busy_and_the_session_is_killed_whole() {
     wait_for(|| control.foreground_group(), tty, InputWait::Busy);
 
     // Two process groups in the session besides the leader's: kill them all.
+    // (A job-control child is in its parent's group until its setpgid, so
+    // wait for the groups, not just the processes.)
     let session = program.session.session();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while session.live_members().len() < 3 {
+    loop {
+        let members = session.live_members();
+        let mut groups: Vec<i32> = members.iter().map(|m| m.1).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        if groups.len() >= 3 {
+            break;
+        }
         assert!(
             Instant::now() < deadline,
-            "members: {:?}",
-            session.live_members()
+            "members (pid, group): {members:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut groups: Vec<i32> = session.live_members().iter().map(|m| m.1).collect();
-    groups.sort_unstable();
-    groups.dedup();
-    assert!(groups.len() >= 3, "groups: {groups:?}");
     assert!(session.kill_all(Duration::from_secs(5)));
     assert!(session.live_members().is_empty());
 
