@@ -86,6 +86,11 @@ async def scenario_auto_background(session: ClientSession) -> None:
     data = result.structured_content
     assert data["status"] == "background" and data["background_reason"] == "timer", data
     job_id = data["job_id"]
+    # The answer tells the model how to follow the job up with this server's tools.
+    assert text(result).endswith(
+        f"Use job_wait (job_id {job_id}) to wait for it, job_output to read its output so far, "
+        "job_kill to stop it; prefer to continue with another task in the meanwhile if it's not blocking."
+    ), text(result)
     listed = await session.call_tool("job_list", {})
     assert any(job["job_id"] == job_id for job in listed.structured_content["jobs"])
     waited = await session.call_tool("job_wait", {"job_id": job_id, "timeout": 20})

@@ -181,6 +181,8 @@ pub struct JobState {
     /// The retention timer; aborted with the state so it never outlives the job.
     evict_timer: Option<AbortTimer>,
     inline_cap: usize,
+    /// The follow-up line of a background answer (`{job_id}` stands for the id).
+    background_hint: String,
     retention: Duration,
     kill_grace: Duration,
 }
@@ -292,6 +294,7 @@ impl Actor for Job {
             delivered: false,
             evict_timer: None,
             inline_cap: args.output.inline_bytes,
+            background_hint: args.output.background_hint.clone(),
             retention: args.retention,
             kill_grace: args.kill_grace,
         };
@@ -590,6 +593,7 @@ impl JobState {
                 &self.plan.label,
                 &preview,
                 &self.plan.notices,
+                &self.background_hint,
             ),
         };
         let _ = reply.send(Ok(RunOutcome::Backgrounded(BackgroundedRun {

@@ -222,7 +222,7 @@ impl SessionState {
                     return;
                 }
             };
-            let started = requested_start(&job_id, &plan);
+            let started = requested_start(&job_id, &plan, &self.args.config.output.background_hint);
             let started = self
                 .start_job(
                     myself,
@@ -254,7 +254,7 @@ impl SessionState {
             .try_acquire()
             .map_err(|limit| Error::JobLimitReached { limit })?;
         let shell = self.isolated_shell(myself, &job_id).await?;
-        let started = requested_start(&job_id, &plan);
+        let started = requested_start(&job_id, &plan, &self.args.config.output.background_hint);
         self.start_job(
             myself,
             job_id,
@@ -521,14 +521,14 @@ impl SessionState {
 }
 
 /// The answer to an explicit async request: the job's id and label.
-fn requested_start(job_id: &JobId, plan: &RunPlan) -> BackgroundedRun {
+fn requested_start(job_id: &JobId, plan: &RunPlan, hint: &str) -> BackgroundedRun {
     BackgroundedRun {
         job_id: job_id.clone(),
         label: plan.label.clone(),
         reason: BackgroundReason::Requested,
         preview: String::new(),
         timeout: plan.timeout.info,
-        text: background_text(job_id.as_str(), &plan.label, "", &plan.notices),
+        text: background_text(job_id.as_str(), &plan.label, "", &plan.notices, hint),
     }
 }
 

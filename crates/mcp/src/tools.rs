@@ -221,16 +221,7 @@ impl RunReport {
                     _ => "running",
                 };
                 let reason = Some(job.reason.as_str().to_owned());
-                // The library speaks of the reference tool's `job` tool; here
-                // the tools are job_wait, job_output and job_kill.
-                let text = job.text.replace(
-                    "You can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking.",
-                    &format!(
-                        "Use job_wait (job_id {id}) to wait for it, job_output to read its output so far, job_kill to stop it; \
-                         prefer to continue with another task in the meanwhile if it's not blocking.",
-                        id = job.job_id
-                    ),
-                );
+                let text = job.text.clone();
                 (
                     Self {
                         status: "background".to_owned(),

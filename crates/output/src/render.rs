@@ -247,15 +247,26 @@ pub fn job_label(command: &str) -> String {
 /// ```text
 /// Background job <id> started: <label>
 /// Result will be delivered automatically when complete.
-/// You can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking.
+/// <hint, with {job_id} replaced by the job's id>
 /// ```
-pub fn background_text(job_id: &str, label: &str, preview: &str, notices: &[String]) -> String {
+///
+/// ```
+/// let text = shellvisor_output::background_text("job_1", "make", "", &[], "Wait with wait({job_id}).");
+/// assert!(text.ends_with("when complete.\nWait with wait(job_1)."));
+/// ```
+pub fn background_text(
+    job_id: &str,
+    label: &str,
+    preview: &str,
+    notices: &[String],
+    hint: &str,
+) -> String {
     let mut text = lead(preview.trim(), notices);
     text.push_str(&format!(
         "Background job {job_id} started: {label}\n\
-         Result will be delivered automatically when complete.\n\
-         You can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking."
+         Result will be delivered automatically when complete.\n"
     ));
+    text.push_str(&hint.replace("{job_id}", job_id));
     text
 }
 
@@ -378,12 +389,18 @@ mod tests {
         let long = "x".repeat(130);
         assert_eq!(job_label(&long), format!("{}...", "x".repeat(117)));
         assert_eq!(
-            background_text("job_1", "sleep 5", "", &[]),
+            background_text(
+                "job_1",
+                "sleep 5",
+                "",
+                &[],
+                "You can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking."
+            ),
             "Background job job_1 started: sleep 5\nResult will be delivered automatically when complete.\nYou can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking."
         );
         let notices =
             vec!["Timeout clamped to 3600s (requested 9000s; allowed range 1-3600s).".to_owned()];
-        let text = background_text("job_2", "make", "building...\n", &notices);
+        let text = background_text("job_2", "make", "building...\n", &notices, "hint");
         assert!(
             text.starts_with("building...\n\nTimeout clamped to 3600s"),
             "{text}"

@@ -140,7 +140,15 @@ pub struct OutputConfig {
     /// its last lines (up to 25%), cut at line boundaries, and points at the
     /// artifact that holds all of it.
     pub inline_bytes: usize,
+    /// The last line of the answer to a run that went to the background,
+    /// telling the model how to follow the job up; `{job_id}` stands for the
+    /// job's id. The default is the reference tool's line, which names its
+    /// `job` tool; a host with other tools says so here (the MCP server does).
+    pub background_hint: String,
 }
+
+/// The reference tool's follow-up line for a background job.
+pub const REFERENCE_BACKGROUND_HINT: &str = "You can use `job` to poll until complete, but prefer to continue with another task in the meanwhile if it's not blocking.";
 
 impl Default for OutputConfig {
     fn default() -> Self {
@@ -151,6 +159,7 @@ impl Default for OutputConfig {
             stream_throttle_ms: 50,
             stream_max_event_bytes: 64 * 1024,
             inline_bytes: 50 * 1024,
+            background_hint: REFERENCE_BACKGROUND_HINT.to_owned(),
         }
     }
 }

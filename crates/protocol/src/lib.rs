@@ -29,6 +29,7 @@ pub use config::JobsConfig;
 pub use config::OutputConfig;
 pub use config::PolicyConfig;
 pub use config::PtyConfig;
+pub use config::REFERENCE_BACKGROUND_HINT;
 pub use config::RestartConfig;
 pub use config::ShellConfig;
 pub use config::TimeoutConfig;

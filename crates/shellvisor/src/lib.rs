@@ -51,6 +51,7 @@ pub use shellvisor_protocol::OutputConfig;
 pub use shellvisor_protocol::PolicyConfig;
 pub use shellvisor_protocol::PtyConfig;
 pub use shellvisor_protocol::PtyState;
+pub use shellvisor_protocol::REFERENCE_BACKGROUND_HINT;
 pub use shellvisor_protocol::RestartConfig;
 pub use shellvisor_protocol::Result;
 pub use shellvisor_protocol::RunOutcome;
