@@ -175,8 +175,10 @@ impl Actor for Shell {
             }
             ShellMsg::CheckChildren => live.count_children(&myself),
             ShellMsg::ChildrenCounted(others) => live.release_if_alone(&myself, others, grace),
-            ShellMsg::RunCompleted => live.busy = false,
-            ShellMsg::OutputDrained { reusable } => live.prepare_fifo(reusable),
+            ShellMsg::RunCompleted { fifo_reusable } => {
+                live.busy = false;
+                live.prepare_fifo(fifo_reusable);
+            }
             ShellMsg::Exited(info) => {
                 if let Some(notify) = notify {
                     let _ = notify.send_message(ShellNotice::Ended {

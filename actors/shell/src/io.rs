@@ -108,8 +108,8 @@ pub(crate) async fn io_task(
                 Ok(Some(ShellRecord::Status(record))) => {
                     tracing::trace!(target: "shellvisor::stage", "shell: status record read");
                     if run.as_ref().is_some_and(|r| r.nonce == record.nonce) {
-                        // Mark the shell idle before anyone can learn the run ended.
-                        let _ = shell.cast(ShellMsg::RunCompleted);
+                        // `finish` tells the Shell it is idle (`RunCompleted`)
+                        // before anyone can learn the run ended.
                         if let Some(current) = run.take() {
                             let env_follows = current.env_follows;
                             finish(current, RunEnd::Completed { status: record, env_follows }, Some(&shell)).await;
@@ -155,7 +155,8 @@ async fn readable(run: Option<&ActiveRun>) -> io::Result<()> {
 /// the shell reported after its writes returned, or is dead), renders it,
 /// reports to the Job, and leaves any late output of `&` children to a
 /// drainer so they never get SIGPIPE. When the shell goes on (`shell`), it is
-/// told whether the FIFO can be reopened, before the Job hears of the end.
+/// told that it is idle and whether the FIFO can be reopened, before the Job
+/// hears of the end.
 async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>) {
     tracing::trace!(target: "shellvisor::stage", "pump: run ended");
     let ActiveRun {
@@ -193,7 +194,7 @@ async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>)
         Some(receiver)
     };
     if let Some(shell) = shell {
-        let _ = shell.cast(ShellMsg::OutputDrained { reusable: eof });
+        let _ = shell.cast(ShellMsg::RunCompleted { fifo_reusable: eof });
     }
     let _ = reply_to.send_message(ShellEvent::Finished(Box::new(ExecOutcome { end, output })));
     match late {

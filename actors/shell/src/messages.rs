@@ -30,16 +30,14 @@ pub enum ShellMsg {
     CheckChildren,
     /// Internal: how many processes other than bash are in the group.
     ChildrenCounted(usize),
-    /// Internal: the status reader saw the current run's record.
-    RunCompleted,
-    /// Internal: the finished run's output was drained; `reusable` when its
-    /// FIFO reached end-of-file and was closed (no descriptor of it is left
-    /// anywhere), so the next run can reopen it instead of creating one.
-    /// Sent before the run's Job hears of the end, so it is handled before
-    /// any next run's `Exec`.
-    OutputDrained {
-        /// Whether the FIFO can be reopened.
-        reusable: bool,
+    /// Internal: the current run reported its status and its output was
+    /// drained: the shell is idle. Sent before the run's Job hears of the
+    /// end, so it is handled before any next run's `Exec`.
+    RunCompleted {
+        /// The run's FIFO reached end-of-file and was closed (no descriptor
+        /// of it is left anywhere): the next run can reopen it instead of
+        /// creating one.
+        fifo_reusable: bool,
     },
     /// Internal: the bash process exited.
     Exited(ExitInfo),
