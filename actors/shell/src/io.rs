@@ -173,9 +173,14 @@ async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>)
     // rather than allocating a chunk-sized buffer for every run.
     let mut scratch = [0u8; DRAIN_READ_BYTES];
     let mut eof = !readable;
+    // Only a read of 0 bytes proves every writer is gone (an error does not).
+    let mut writers_gone = false;
     while !eof {
         match read_now(&receiver, &mut scratch) {
-            Ok(0) => eof = true,
+            Ok(0) => {
+                eof = true;
+                writers_gone = true;
+            }
             Ok(n) => {
                 sink.push(Bytes::copy_from_slice(&scratch[..n])).await;
             }
@@ -187,14 +192,16 @@ async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>)
     let output = sink.complete(COMPLETE_DEADLINE).await;
     tracing::trace!(target: "shellvisor::stage", "pump: rendered");
     let late = if eof {
-        // Every descriptor of this FIFO is now closed.
+        // With `writers_gone`, every descriptor of this FIFO is now closed.
         drop(receiver);
         None
     } else {
         Some(receiver)
     };
     if let Some(shell) = shell {
-        let _ = shell.cast(ShellMsg::RunCompleted { fifo_reusable: eof });
+        let _ = shell.cast(ShellMsg::RunCompleted {
+            fifo_reusable: writers_gone,
+        });
     }
     let _ = reply_to.send_message(ShellEvent::Finished(Box::new(ExecOutcome { end, output })));
     match late {
@@ -204,6 +211,7 @@ async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>)
         }
     }
 }
+
 /// Keeps reading a finished run's FIFO until its last writer closes it.
 async fn drain_late(receiver: pipe::Receiver, sink: SinkFeed, mut buf: BytesMut) {
     loop {
