@@ -128,6 +128,36 @@ async fn background_writers_do_not_leak_into_later_calls() {
 }
 
 #[tokio::test]
+async fn late_output_stays_with_its_run_while_the_next_run_is_going() {
+    // The `&` child writes while the next call runs: its bytes must go to the
+    // first run's output, never into the second's (its FIFO is not reused).
+    let rt = TestRuntime::start().await;
+    let session = rt.session("late-overlap").await;
+    let first = run(
+        &session,
+        "(sleep 0.2; echo late; sleep 0.3; echo later) & echo now",
+    )
+    .await;
+    assert_eq!(first.output, "now\n");
+    let second = run(&session, "sleep 0.8; echo mine").await;
+    assert_eq!(second.output, "mine\n", "{}", second.text);
+    let third = run(&session, "echo third").await;
+    assert_eq!(third.output, "third\n");
+    // The late lines are in the first run's output, readable by offset.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let chunk = session.read_output(&first.job_id, 0, 4096).await.unwrap();
+        if chunk.closed {
+            assert_eq!(&chunk.data[..], b"now\nlate\nlater\n");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{chunk:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
 async fn output_cannot_forge_the_end_of_a_run() {
     let rt = TestRuntime::start().await;
     let session = rt.session("forge").await;
