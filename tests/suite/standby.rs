@@ -104,12 +104,12 @@ async fn a_run_that_completes_keeps_its_shell_and_the_standby_is_retired() {
         async move {
             run_request(
                 &session,
-                RunRequest::new("export AFTER=set; cd /; sleep 1.5").timeout_secs(3),
+                RunRequest::new("export AFTER=set; cd /; sleep 2").timeout_secs(3),
             )
             .await
         }
     });
-    shells_become(&rt, 2, Duration::from_millis(1400)).await;
+    shells_become(&rt, 2, Duration::from_millis(1900)).await;
     let result = long.await.unwrap();
     assert_eq!(result.exit_code, Some(0), "{}", result.text);
 
@@ -125,7 +125,9 @@ async fn a_run_that_completes_keeps_its_shell_and_the_standby_is_retired() {
 async fn a_move_to_the_background_hands_over_to_the_standby() {
     let mut config = Config::default();
     config.jobs.auto_background = true;
-    config.jobs.auto_background_secs = 2;
+    config.jobs.auto_background_secs = 3;
+    // The standby is asked for at 0.5 s, leaving time for a slow start.
+    config.shell.standby_lead_ms = 2500;
     let rt = TestRuntime::with_config(config).await;
     let session = rt.session("standby-background").await;
     run(&session, "export KEPT=yes").await;
@@ -139,7 +141,7 @@ async fn a_move_to_the_background_hands_over_to_the_standby() {
             .await
         }
     });
-    let both = shells_become(&rt, 2, Duration::from_millis(1900)).await;
+    let both = shells_become(&rt, 2, Duration::from_millis(2900)).await;
     let outcome = held.await.unwrap().unwrap().unwrap();
     assert!(
         outcome.completed().is_none(),
