@@ -31,7 +31,6 @@ use shellvisor::pty::PtyBackend;
 use shellvisor::pty::PtyHandle;
 use shellvisor::pty::Terminal;
 use shellvisor_benches::Samples;
-use shellvisor_benches::micros;
 
 /// Samples per block of one method before switching to the next.
 const BLOCK: usize = 100;
@@ -149,19 +148,13 @@ fn main() {
         pty.len()
     );
     println!(
-        "  bare terminal (kernel echo)            {:>12} {:>12}",
-        micros(bare.p50()),
-        micros(bare.p99())
+        "  bare terminal (kernel echo)            {}",
+        bare.p50_p99()
     );
+    println!("  shellvisor PTY (write -> Output event) {}", pty.p50_p99());
     println!(
-        "  shellvisor PTY (write -> Output event) {:>12} {:>12}",
-        micros(pty.p50()),
-        micros(pty.p99())
-    );
-    println!(
-        "  shellvisor pipe `true` round trip      {:>12} {:>12}",
-        micros(pipe.p50()),
-        micros(pipe.p99())
+        "  shellvisor pipe `true` round trip      {}",
+        pipe.p50_p99()
     );
     println!();
     println!(

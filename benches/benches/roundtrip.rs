@@ -144,21 +144,9 @@ fn main() {
         "warm `true` round trip ({} samples)      p50          p99",
         library.len()
     );
-    println!(
-        "  shellvisor (library)              {:>12} {:>12}",
-        micros(library.p50()),
-        micros(library.p99())
-    );
-    println!(
-        "  bare pipe to a warm bash          {:>12} {:>12}",
-        micros(bare.p50()),
-        micros(bare.p99())
-    );
-    println!(
-        "  spawn `bash -c true` per command  {:>12} {:>12}",
-        micros(spawned.p50()),
-        micros(spawned.p99())
-    );
+    println!("  shellvisor (library)              {}", library.p50_p99());
+    println!("  bare pipe to a warm bash          {}", bare.p50_p99());
+    println!("  spawn `bash -c true` per command  {}", spawned.p50_p99());
     let vs_pipe = library.p50().as_secs_f64() / bare.p50().as_secs_f64();
     let vs_spawn = spawned.p50().as_secs_f64() / library.p50().as_secs_f64();
     println!();
@@ -170,14 +158,12 @@ fn main() {
         async_start.len()
     );
     println!(
-        "  `async: true` request to answer       {:>12} {:>12}",
-        micros(async_start.p50()),
-        micros(async_start.p99())
+        "  `async: true` request to answer       {}",
+        async_start.p50_p99()
     );
     println!(
-        "  first call after a promotion          {:>12} {:>12}",
-        micros(promotion.p50()),
-        micros(promotion.p99())
+        "  first call after a promotion          {}",
+        promotion.p50_p99()
     );
     println!(
         "  (warm call, for comparison)           {:>12}",

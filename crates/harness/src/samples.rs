@@ -49,6 +49,12 @@ impl Samples {
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
+
+    /// The median and the 99th percentile in microseconds, as two
+    /// right-aligned 12-character columns (for the benches' tables).
+    pub fn p50_p99(&self) -> String {
+        format!("{:>12} {:>12}", micros(self.p50()), micros(self.p99()))
+    }
 }
 
 /// Formats a duration in microseconds.
