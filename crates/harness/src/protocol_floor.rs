@@ -10,16 +10,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rustix::fs::Mode;
-use rustix::fs::OFlags;
 use shellvisor_process::ChildProcess;
 use shellvisor_process::GroupGuard;
+use shellvisor_process::OutputFifo;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::ShellFiles;
 use shellvisor_process::ShellRecord;
 use shellvisor_process::ShellSpawnSpec;
 use shellvisor_process::SpawnedShell;
 use shellvisor_process::StatusParser;
+use shellvisor_process::read_now;
 use shellvisor_process::spawn_shell;
 
 use crate::samples::Samples;
@@ -35,15 +35,20 @@ pub struct ProtocolPipe {
     files: ShellFiles,
     parser: StatusParser,
     runs: u64,
+    /// The tokio runtime the FIFO's read end registers with (`OutputFifo`
+    /// needs one, also on the threads of the N x M figure).
+    tokio: tokio::runtime::Handle,
     _dir: tempfile::TempDir,
 }
 
 impl ProtocolPipe {
-    /// Starts the shell (no cgroup) and waits until it is ready.
+    /// Starts the shell (no cgroup) and waits until it is ready. Call it
+    /// inside a tokio runtime (its output FIFOs register with it).
     ///
     /// # Errors
-    /// When bash cannot be started or does not report.
+    /// When bash cannot be started or does not report, or outside a runtime.
     pub fn start() -> std::io::Result<Self> {
+        let tokio = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
         let dir = tempfile::tempdir()?;
         let spec = ShellSpawnSpec {
             program: PathBuf::from("bash"),
@@ -67,6 +72,7 @@ impl ProtocolPipe {
             files,
             parser: StatusParser::new(),
             runs: 0,
+            tokio,
             _dir: dir,
         };
         let line = pipe.files.write_init("i")?;
@@ -90,24 +96,20 @@ impl ProtocolPipe {
             self.files.write_run(&nonce, command, None, &[], false)?;
             // As the runtime does: the FIFO is reopened, not recreated, once
             // the previous run's output reached end-of-file (always, here).
-            let fifo = self.files.fifo_path().to_path_buf();
-            if self.runs == 1 {
-                let _ = std::fs::remove_file(&fifo);
-                rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::from_raw_mode(0o600))?;
-            }
-            let reader = rustix::fs::open(
-                &fifo,
-                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
-            let keepalive =
-                rustix::fs::open(&fifo, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
+            let fifo = {
+                let _entered = self.tokio.enter();
+                let path = self.files.fifo_path();
+                if self.runs == 1 {
+                    OutputFifo::create(path)?
+                } else {
+                    OutputFifo::reopen(path)?
+                }
+            };
             self.stdin.write_all(self.files.run_line())?;
             self.wait_status(&nonce)?;
-            drop(keepalive);
-            let mut reader = std::fs::File::from(reader);
+            drop(fifo.keepalive);
             loop {
-                match reader.read(&mut sink) {
+                match read_now(&fifo.receiver, &mut sink) {
                     Ok(0) => break,
                     Ok(_) => {}
                     Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
