@@ -148,6 +148,8 @@ pub struct JobArgs {
     pub retention: Duration,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// The follow-up line of a background answer (`{job_id}` stands for the id).
+    pub background_hint: Arc<str>,
 }
 
 /// A Job's state.
@@ -181,8 +183,7 @@ pub struct JobState {
     /// The retention timer; aborted with the state so it never outlives the job.
     evict_timer: Option<AbortTimer>,
     inline_cap: usize,
-    /// The follow-up line of a background answer (`{job_id}` stands for the id).
-    background_hint: String,
+    background_hint: Arc<str>,
     retention: Duration,
     kill_grace: Duration,
 }
@@ -294,7 +295,7 @@ impl Actor for Job {
             delivered: false,
             evict_timer: None,
             inline_cap: args.output.inline_bytes,
-            background_hint: args.output.background_hint.clone(),
+            background_hint: args.background_hint,
             retention: args.retention,
             kill_grace: args.kill_grace,
         };

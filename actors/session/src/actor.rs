@@ -121,6 +121,8 @@ pub struct SessionState {
     pub(crate) standby: Option<Standby>,
     /// Asks for the standby once the primary has been held long enough.
     pub(crate) standby_timer: Option<StandbyTimer>,
+    /// `config.jobs.background_hint`, shared with every Job (no copy per run).
+    pub(crate) background_hint: Arc<str>,
 }
 
 /// A shell of the session.
@@ -167,6 +169,7 @@ impl Actor for Session {
         args: SessionArgs,
     ) -> std::result::Result<SessionState, ActorProcessingErr> {
         let restart = &args.config.restart;
+        let background_hint = Arc::from(args.config.jobs.background_hint.as_str());
         Ok(SessionState {
             cwd: args.initial_cwd.clone(),
             budget: RestartBudget::new(
@@ -191,6 +194,7 @@ impl Actor for Session {
             started: None,
             standby: None,
             standby_timer: None,
+            background_hint,
         })
     }
 

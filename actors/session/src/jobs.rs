@@ -123,11 +123,11 @@ impl SessionState {
         if let Runner::Shell(shell) = &runner
             && self.is_primary(shell.get_id())
         {
-            let ends_shell_at = match (plan.timeout.deadline, auto_background) {
-                (Some(deadline), Some(background)) => Some(deadline.min(background)),
-                (deadline, background) => deadline.or(background),
-            };
-            self.schedule_standby(myself, &job_id, ends_shell_at);
+            let leaves_shell_in = [plan.timeout.deadline, auto_background]
+                .into_iter()
+                .flatten()
+                .min();
+            self.schedule_standby(myself, &job_id, leaves_shell_in);
         }
         let start = JobStart::Foreground {
             reply,
@@ -222,7 +222,7 @@ impl SessionState {
                     return;
                 }
             };
-            let started = requested_start(&job_id, &plan, &self.args.config.output.background_hint);
+            let started = requested_start(&job_id, &plan, &self.background_hint);
             let started = self
                 .start_job(
                     myself,
@@ -254,7 +254,7 @@ impl SessionState {
             .try_acquire()
             .map_err(|limit| Error::JobLimitReached { limit })?;
         let shell = self.isolated_shell(myself, &job_id).await?;
-        let started = requested_start(&job_id, &plan, &self.args.config.output.background_hint);
+        let started = requested_start(&job_id, &plan, &self.background_hint);
         self.start_job(
             myself,
             job_id,
@@ -292,6 +292,7 @@ impl SessionState {
             artifact_path: self.args.artifacts_dir.join(format!("{job_id}.log")),
             retention: Duration::from_secs(config.jobs.retention_secs),
             kill_grace: config.timeouts.kill_grace(),
+            background_hint: Arc::clone(&self.background_hint),
         };
         match Actor::spawn_linked(None, Job, args, myself.get_cell()).await {
             Ok((job, _)) => {

@@ -93,25 +93,20 @@ impl SessionState {
         let (shell, env) = self.start_shell(myself, ShellRole::Primary).await?;
         self.primary = Some(shell);
         self.primary_holder = None;
-        self.primary_env = env;
+        self.primary_env = Some(env);
         self.last_run_nonce = None;
         Ok(())
     }
 
-    /// Starts a shell with the session's state; a primary or standby one
-    /// comes with its environment records.
+    /// Starts a shell with the session's state, with its environment records
+    /// (which a primary, or a standby that becomes one, seeds new shells from).
     pub(crate) async fn start_shell(
         &mut self,
         myself: &ActorRef<SessionMsg>,
         role: ShellRole,
-    ) -> Result<(ActorRef<ShellMsg>, Option<watch::Receiver<EnvRecord>>)> {
+    ) -> Result<(ActorRef<ShellMsg>, watch::Receiver<EnvRecord>)> {
         let env = self.shell_env().await;
-        let (env_tx, env_rx) = if matches!(role, ShellRole::Primary | ShellRole::Standby) {
-            let (tx, rx) = watch::channel(EnvRecord::default());
-            (Some(tx), Some(rx))
-        } else {
-            (None, None)
-        };
+        let (env_tx, env_rx) = watch::channel(EnvRecord::default());
         let config = &self.args.config;
         let cwd = if self.cwd.is_dir() {
             self.cwd.clone()
@@ -135,7 +130,7 @@ impl SessionState {
             startup_timeout: config.shell.startup_timeout(),
             kill_grace: config.timeouts.kill_grace(),
             notify: Some(myself.get_derived()),
-            env: env_tx,
+            env: Some(env_tx),
         };
         let (shell, _) = Actor::spawn_linked(None, Shell, args, myself.get_cell())
             .await
@@ -319,10 +314,7 @@ impl SessionState {
         during_run: bool,
     ) {
         if self.standby_ended(&shell) {
-            if let Some(entry) = self.shells.get_mut(&shell) {
-                entry.role = ShellRole::Retired;
-                let _ = entry.actor.cast(ShellMsg::Kill(KillReason::Release));
-            }
+            self.retire(&shell);
             return;
         }
         if during_run || !self.is_primary(shell) {

@@ -71,14 +71,9 @@ impl SessionState {
             return;
         }
         match self.start_shell(myself, ShellRole::Standby).await {
-            Ok((actor, Some(env))) => {
+            Ok((actor, env)) => {
                 tracing::debug!(session = %self.args.id, "standby shell ready");
                 self.standby = Some(Standby { actor, env });
-            }
-            Ok((actor, None)) => {
-                // start_shell gives every Standby an environment channel; a
-                // shell without one cannot become a primary, so let it go.
-                self.retire(&actor.get_id());
             }
             Err(err) => {
                 tracing::debug!(session = %self.args.id, %err, "could not start a standby shell");
@@ -128,7 +123,8 @@ impl SessionState {
         false
     }
 
-    fn retire(&mut self, shell: &ractor::ActorId) {
+    /// Stops a shell the session no longer uses.
+    pub(crate) fn retire(&mut self, shell: &ractor::ActorId) {
         if let Some(entry) = self.shells.get_mut(shell) {
             entry.role = ShellRole::Retired;
             let _ = entry.actor.cast(ShellMsg::Kill(KillReason::Release));

@@ -191,13 +191,9 @@ async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>)
     tracing::trace!(target: "shellvisor::stage", "pump: drained");
     let output = sink.complete(COMPLETE_DEADLINE).await;
     tracing::trace!(target: "shellvisor::stage", "pump: rendered");
-    let late = if eof {
-        // With `writers_gone`, every descriptor of this FIFO is now closed.
-        drop(receiver);
-        None
-    } else {
-        Some(receiver)
-    };
+    // At end-of-file the read end is closed here (with `writers_gone`, no
+    // descriptor of the FIFO is left), before the Shell may reopen it.
+    let late = (!eof).then_some(receiver);
     if let Some(shell) = shell {
         let _ = shell.cast(ShellMsg::RunCompleted {
             fifo_reusable: writers_gone,

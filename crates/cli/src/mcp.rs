@@ -25,8 +25,8 @@ pub struct McpArgs {
 pub(crate) async fn mcp(mut config: Config, args: McpArgs) -> anyhow::Result<ExitCode> {
     config.jobs.auto_background = !args.no_auto_background;
     config.jobs.auto_background_secs = args.auto_background_secs;
-    if config.output.background_hint == shellvisor::REFERENCE_BACKGROUND_HINT {
-        config.output.background_hint = shellvisor_mcp::BACKGROUND_HINT.to_owned();
+    if config.jobs.background_hint == shellvisor::REFERENCE_BACKGROUND_HINT {
+        config.jobs.background_hint = shellvisor_mcp::BACKGROUND_HINT.to_owned();
     }
     let runtime = Runtime::start(config)
         .await

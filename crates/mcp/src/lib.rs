@@ -14,7 +14,7 @@ mod server;
 mod tools;
 
 /// The follow-up line of a background answer that names this server's job
-/// tools. Put it in `Config::output.background_hint` before starting the
+/// tools. Put it in `Config::jobs.background_hint` before starting the
 /// runtime the server uses (`shellvisor mcp` does, unless the configuration
 /// file sets its own); the library's default names the reference tool's `job`.
 pub const BACKGROUND_HINT: &str = "Use job_wait (job_id {job_id}) to wait for it, job_output to read its output so far, job_kill to stop it; prefer to continue with another task in the meanwhile if it's not blocking.";

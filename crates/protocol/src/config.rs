@@ -140,11 +140,6 @@ pub struct OutputConfig {
     /// its last lines (up to 25%), cut at line boundaries, and points at the
     /// artifact that holds all of it.
     pub inline_bytes: usize,
-    /// The last line of the answer to a run that went to the background,
-    /// telling the model how to follow the job up; `{job_id}` stands for the
-    /// job's id. The default is the reference tool's line, which names its
-    /// `job` tool; a host with other tools says so here (the MCP server does).
-    pub background_hint: String,
 }
 
 /// The reference tool's follow-up line for a background job.
@@ -159,7 +154,6 @@ impl Default for OutputConfig {
             stream_throttle_ms: 50,
             stream_max_event_bytes: 64 * 1024,
             inline_bytes: 50 * 1024,
-            background_hint: REFERENCE_BACKGROUND_HINT.to_owned(),
         }
     }
 }
@@ -260,6 +254,11 @@ pub struct JobsConfig {
     /// How often a shell kept alive for a finished job's `&` children checks
     /// whether they are gone, in milliseconds.
     pub child_poll_ms: u64,
+    /// The last line of the answer to a run that went to the background,
+    /// telling the model how to follow the job up; `{job_id}` stands for the
+    /// job's id. The default is the reference tool's line, which names its
+    /// `job` tool; a host with other tools says so here (the MCP server does).
+    pub background_hint: String,
 }
 
 impl Default for JobsConfig {
@@ -273,6 +272,7 @@ impl Default for JobsConfig {
             retention_secs: 300,
             max_retained_per_session: 64,
             child_poll_ms: 1000,
+            background_hint: REFERENCE_BACKGROUND_HINT.to_owned(),
         }
     }
 }
