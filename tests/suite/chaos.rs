@@ -257,6 +257,7 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
 
     let fds_before = open_fds();
     let rss_before = rss_bytes();
+    let heap_before = heap_in_use();
     let mut config = Config::default();
     config.jobs.auto_background = true;
     config.jobs.auto_background_secs = 1;
@@ -498,6 +499,7 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
     }
     let fds_after = open_fds();
     let rss_after = rss_bytes();
+    let heap_after = heap_in_use();
 
     let mut ready = ready_after.clone();
     ready.sort();
@@ -534,10 +536,13 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
         pct(0.99)
     );
     println!(
-        "fds: {fds_before} before, {fds_after} after; RSS: {} KiB before, {} KiB after, peak {} KiB",
+        "fds: {fds_before} before, {fds_after} after; RSS: {} KiB before, {} KiB after, peak {} KiB; \
+         heap in use: {} KiB before, {} KiB after",
         rss_before / 1024,
         rss_after / 1024,
-        peak_rss_bytes() / 1024
+        peak_rss_bytes() / 1024,
+        heap_before / 1024,
+        heap_after / 1024
     );
 
     assert!(lost.is_empty(), "lost calls: {lost:?}");
@@ -563,8 +568,25 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
         fds_after <= fds_before + 5,
         "descriptors: {fds_before} before, {fds_after} after"
     );
+    // What the runtime still holds: bytes allocated and not freed.
     assert!(
-        rss_after <= rss_before + 16 * 1024 * 1024,
+        heap_after <= heap_before + 4 * 1024 * 1024,
+        "heap in use grew from {heap_before} to {heap_after} bytes"
+    );
+    // RSS also keeps the allocator's free arenas and the thread pool's
+    // stacks after the teardown (14-17 MiB here, flat from 30 s to 120 s
+    // soaks, with under 1 MiB still allocated): a coarse bound on top of
+    // the heap check.
+    assert!(
+        rss_after <= rss_before + 32 * 1024 * 1024,
         "RSS grew from {rss_before} to {rss_after} bytes"
     );
+}
+
+/// Bytes allocated through malloc and not freed (every arena).
+fn heap_in_use() -> u64 {
+    #[allow(unsafe_code)]
+    // SAFETY: mallinfo2 only reads the allocator's statistics.
+    let info = unsafe { libc::mallinfo2() };
+    info.uordblks as u64
 }
