@@ -12,6 +12,7 @@ use shellvisor_process::EnvRecord;
 use shellvisor_process::OutputFifo;
 use shellvisor_process::ShellRecord;
 use shellvisor_process::StatusReader;
+use shellvisor_process::StatusRecord;
 use shellvisor_process::read_now;
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
@@ -70,6 +71,8 @@ pub(crate) async fn io_task(
     env: watch::Sender<EnvRecord>,
 ) {
     let mut run: Option<ActiveRun> = None;
+    // A status record read before its run's `Start` (see below).
+    let mut early: Option<StatusRecord> = None;
     let mut status_open = true;
     loop {
         tokio::select! {
@@ -79,7 +82,7 @@ pub(crate) async fn io_task(
                     if let Some(previous) = run.take() {
                         finish(previous, RunEnd::ShellLost { reason: "a new run replaced it".to_owned() }, None).await;
                     }
-                    run = Some(ActiveRun {
+                    let current = ActiveRun {
                         nonce: io.nonce,
                         env_follows: io.env_follows,
                         receiver: io.fifo.receiver,
@@ -89,7 +92,17 @@ pub(crate) async fn io_task(
                         // Allocated by the first read: most runs print little.
                         buf: BytesMut::new(),
                         readable: true,
-                    });
+                    };
+                    // The run may be over already: its record came first.
+                    // One kept for another nonce belonged to a run that ended
+                    // otherwise (killed, shell lost) and is dropped.
+                    match early.take() {
+                        Some(status) if status.nonce == current.nonce => {
+                            let env_follows = current.env_follows;
+                            finish(current, RunEnd::Completed { status, env_follows }, Some(&shell)).await;
+                        }
+                        _ => run = Some(current),
+                    }
                 }
                 Some(IoCommand::End(end)) => {
                     if let Some(current) = run.take() {
@@ -115,7 +128,15 @@ pub(crate) async fn io_task(
                             finish(current, RunEnd::Completed { status: record, env_follows }, Some(&shell)).await;
                         }
                     } else {
-                        tracing::warn!("status record for no run in progress; ignored");
+                        // The Shell sends `Start` before it writes the run's
+                        // line, yet the record can be read first: tokio's
+                        // channel may show a sent message only a little later
+                        // (tokio-rs/tokio#3350), while the pipe is already
+                        // readable. Seen about once in 25,000 runs in debug
+                        // builds, as a run that never answered. Keep the
+                        // record for the `Start` with its nonce.
+                        tracing::debug!(nonce = %record.nonce, "status record before its run's start; kept");
+                        early = Some(record);
                     }
                 }
                 Ok(Some(ShellRecord::Env(record))) => {
@@ -229,5 +250,148 @@ async fn forward(sink: &SinkFeed, buf: &mut BytesMut) {
     if !buf.is_empty() {
         // A gone Sink is not an error here: keep draining so writers never block.
         sink.push(buf.split().freeze()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::io::Write;
+    use std::time::Duration;
+
+    use ractor::Actor;
+    use ractor::ActorProcessingErr;
+    use ractor::ActorRef;
+    use shellvisor_actor_sink::Sink;
+    use shellvisor_actor_sink::SinkArgs;
+    use shellvisor_actor_sink::SinkFeed;
+    use shellvisor_process::EnvRecord;
+    use shellvisor_process::OutputFifo;
+    use shellvisor_process::StatusReader;
+    use shellvisor_protocol::JobId;
+    use shellvisor_protocol::OutputConfig;
+    use tokio::sync::broadcast;
+    use tokio::sync::mpsc;
+    use tokio::sync::watch;
+
+    use super::IoCommand;
+    use super::RunIo;
+    use super::io_task;
+    use crate::messages::RunEnd;
+    use crate::messages::ShellEvent;
+    use crate::messages::ShellMsg;
+
+    /// An actor that hands every message it gets to a channel.
+    struct Forward<M>(std::marker::PhantomData<fn() -> M>);
+
+    impl<M: ractor::Message> Actor for Forward<M> {
+        type Msg = M;
+        type State = mpsc::UnboundedSender<M>;
+        type Arguments = mpsc::UnboundedSender<M>;
+
+        async fn pre_start(
+            &self,
+            _myself: ActorRef<M>,
+            to: Self::Arguments,
+        ) -> Result<Self::State, ActorProcessingErr> {
+            Ok(to)
+        }
+
+        async fn handle(
+            &self,
+            _myself: ActorRef<M>,
+            message: M,
+            to: &mut Self::State,
+        ) -> Result<(), ActorProcessingErr> {
+            let _ = to.send(message);
+            Ok(())
+        }
+    }
+
+    async fn forward<M: ractor::Message>() -> (ActorRef<M>, mpsc::UnboundedReceiver<M>) {
+        let (to, from) = mpsc::unbounded_channel();
+        let (actor, _) = Actor::spawn(None, Forward(std::marker::PhantomData), to)
+            .await
+            .unwrap();
+        (actor, from)
+    }
+
+    /// The Shell sends a run's `Start` before writing its line, but this task
+    /// can read the run's status record first (tokio's channel may show a sent
+    /// message only later). The record must wait for its run, not be dropped:
+    /// dropping it left the caller waiting forever.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_status_record_read_before_its_start_still_completes_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let (status_read, status_write) = rustix::pipe::pipe().unwrap();
+        let mut status_write = std::fs::File::from(status_write);
+        let (commands_tx, commands) = mpsc::unbounded_channel();
+        let (shell, mut shell_messages) = forward::<ShellMsg>().await;
+        let (job, mut job_messages) = forward::<ShellEvent>().await;
+        let (env, _env_rx) = watch::channel(EnvRecord::default());
+        let status = StatusReader::new(status_read).unwrap();
+        tokio::spawn(io_task(status, commands, shell.clone(), env));
+
+        // The record arrives and is read while no run is known.
+        status_write
+            .write_all(b"Snonce-1\x000\x00/tmp\x00")
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while rustix::io::ioctl_fionread(&status_write).unwrap() > 0 {
+            assert!(tokio::time::Instant::now() < deadline, "record never read");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+
+        // Then the run's Start.
+        let (sink, _) = Actor::spawn(
+            None,
+            Sink,
+            SinkArgs {
+                job_id: JobId::new("job-1"),
+                config: OutputConfig::default(),
+                artifact_path: dir.path().join("artifact"),
+                events: broadcast::channel(8).0,
+            },
+        )
+        .await
+        .unwrap();
+        let fifo = OutputFifo::create(&dir.path().join("o")).unwrap();
+        commands_tx
+            .send(IoCommand::Start(RunIo {
+                nonce: "nonce-1".to_owned(),
+                fifo,
+                sink: SinkFeed::new(sink),
+                reply_to: job.get_derived(),
+                env_follows: false,
+            }))
+            .unwrap();
+
+        let event = tokio::time::timeout(Duration::from_secs(10), job_messages.recv())
+            .await
+            .expect("the run never completed")
+            .unwrap();
+        let ShellEvent::Finished(outcome) = event;
+        match outcome.end {
+            RunEnd::Completed { status, .. } => {
+                assert_eq!(status.nonce, "nonce-1");
+                assert_eq!(status.exit_code, Some(0));
+            }
+            other => panic!("unexpected end {other:?}"),
+        }
+        let told = tokio::time::timeout(Duration::from_secs(10), shell_messages.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(
+                told,
+                ShellMsg::RunCompleted {
+                    fifo_reusable: true
+                }
+            ),
+            "{told:?}"
+        );
     }
 }
