@@ -15,6 +15,8 @@ use crate::baseline::AsyncBarePipe;
 use crate::baseline::BarePipe;
 use crate::baseline::raw_pipe_read;
 use crate::baseline::spawn_per_command;
+use crate::cpu::CpuTimes;
+use crate::cpu::cpu_times;
 use crate::protocol_floor::ProtocolPipe;
 use crate::report::Report;
 use crate::report::figure;
@@ -155,6 +157,54 @@ fn protocol_alone(sessions: usize, commands: usize) -> std::io::Result<Duration>
             None => Ok(started.elapsed()),
         }
     })
+}
+
+/// Where the CPU of an N x M run went: the shells' share (bash running the
+/// protocol) against the bare pipes' whole cost per command, the runtime's
+/// share, and the throughput a runtime costing nothing would reach on this
+/// protocol when the machine is CPU bound (the bare pipes' CPU per command
+/// over the shells' alone, times the bare rate).
+fn cpu_split(
+    report: &mut Report,
+    sessions: usize,
+    commands: usize,
+    (wall, lib): (Duration, CpuTimes),
+    (bare_wall, bare): (Duration, CpuTimes),
+) {
+    let total = (sessions * commands) as f64;
+    let per_command = |d: Duration| us(d) / total;
+    let (shells, runtime) = (per_command(lib.children), per_command(lib.own));
+    let bare_all = per_command(bare.children + bare.own);
+    let label = format!("{sessions} sessions x {commands} commands");
+    report.add(time(
+        &format!("{label}, CPU per command: shells (bash)"),
+        shells,
+        Some(("bare pipes: shells + driver", bare_all)),
+        None,
+    ));
+    report.add(time(
+        &format!("{label}, CPU per command: runtime process"),
+        runtime,
+        Some(("bare pipes: driver", per_command(bare.own))),
+        None,
+    ));
+    if shells > 0.0 {
+        let bare_rate = total / bare_wall.as_secs_f64();
+        report.add(rate(
+            &format!("{label}, bound for a runtime costing nothing"),
+            bare_rate * bare_all / shells,
+            "cmd/s",
+            Some(("bare pipes, same concurrency", bare_rate)),
+            None,
+        ));
+    }
+    let busy =
+        |cpu: CpuTimes, wall: Duration| (cpu.own + cpu.children).as_secs_f64() / wall.as_secs_f64();
+    report.notes.push(format!(
+        "{label}: CPUs busy {:.2} (runtime run), {:.2} (bare pipes)",
+        busy(lib, wall),
+        busy(bare, bare_wall)
+    ));
 }
 
 /// Runs every measurement, reporting progress through `progress`.
@@ -357,6 +407,7 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
             handles.push(session);
         }
         let rss_open = rss_kib();
+        let cpu_before = cpu_times()?;
         let started = Instant::now();
         let mut tasks = Vec::with_capacity(sessions);
         for session in &handles {
@@ -372,6 +423,7 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
             task.await.map_err(err)??;
         }
         let wall = started.elapsed();
+        let lib_cpu = cpu_times()?.since(&cpu_before);
         runtime.shutdown().await;
         drop(handles);
 
@@ -381,6 +433,7 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
             pipe.round_trip("true").await?;
             pipes.push(pipe);
         }
+        let cpu_before = cpu_times()?;
         let started = Instant::now();
         let mut tasks = Vec::with_capacity(sessions);
         for mut pipe in pipes {
@@ -388,14 +441,19 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
                 for _ in 0..commands {
                     pipe.round_trip("true").await?;
                 }
-                pipe.stop().await;
-                Ok::<(), std::io::Error>(())
+                Ok::<AsyncBarePipe, std::io::Error>(pipe)
             }));
         }
+        let mut pipes = Vec::with_capacity(sessions);
         for task in tasks {
-            task.await.map_err(err)??;
+            pipes.push(task.await.map_err(err)??);
         }
         let bare_wall = started.elapsed();
+        // Read while the shells are alive (an exited child's time is gone).
+        let bare_cpu = cpu_times()?.since(&cpu_before);
+        for pipe in pipes {
+            pipe.stop().await;
+        }
         let protocol_wall = protocol_alone(sessions, commands)?;
         let total = (sessions * commands) as f64;
         let lib_rate = total / wall.as_secs_f64();
@@ -426,6 +484,13 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
             }),
         ));
         if target.is_none() {
+            cpu_split(
+                &mut report,
+                sessions,
+                commands,
+                (wall, lib_cpu),
+                (bare_wall, bare_cpu),
+            );
             report.notes.push(format!(
                 "{sessions} sessions open: runtime RSS {} MiB (bash processes not included)",
                 rss_open / 1024

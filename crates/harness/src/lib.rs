@@ -8,6 +8,7 @@
 
 mod baseline;
 mod bench;
+mod cpu;
 mod protocol_floor;
 mod report;
 mod samples;
@@ -18,6 +19,8 @@ pub use baseline::raw_pipe_read;
 pub use baseline::spawn_per_command;
 pub use bench::BenchOptions;
 pub use bench::run;
+pub use cpu::CpuTimes;
+pub use cpu::cpu_times;
 pub use protocol_floor::ProtocolPipe;
 pub use report::Figure;
 pub use report::Report;

@@ -30,6 +30,8 @@ async fn a_tiny_run_reports_every_figure() {
         "timeout: reply after the deadline (worst)",
         "20 sessions x 20 commands, wall",
         "5 sessions x 2 commands, throughput",
+        "5 sessions x 2 commands, CPU per command: shells (bash)",
+        "5 sessions x 2 commands, CPU per command: runtime process",
         "runtime heap per idle session (bash not included)",
     ] {
         assert!(
@@ -46,6 +48,14 @@ async fn a_tiny_run_reports_every_figure() {
             assert!(baseline.value > 0.0 && baseline.ratio > 0.0, "{figure:?}");
         }
     }
+    // The shells' CPU is found (they are this process's children) on both sides.
+    let shells = report
+        .figures
+        .iter()
+        .find(|f| f.name == "5 sessions x 2 commands, CPU per command: shells (bash)")
+        .unwrap();
+    assert!(shells.value > 0.0, "{shells:?}");
+    assert!(shells.baseline.as_ref().unwrap().value > 0.0, "{shells:?}");
     let table = report.table();
     assert!(table.contains("bare pipe p50"), "{table}");
     let json = serde_json::to_value(&report).unwrap();
