@@ -64,6 +64,22 @@ async fn closing_a_session_kills_its_processes_only() {
     let staying = rt.session("staying").await;
     run(&closing, "sleep 1001 & echo started").await;
     run(&staying, "sleep 1002 & echo started").await;
+    // `echo started` can answer before the `&` child has exec'd `sleep`
+    // (until then it is a second `bash` in the list): wait for both sleeps.
+    let both_started = |live: &[(u32, String)]| {
+        ["sleep 1001", "sleep 1002"]
+            .iter()
+            .all(|sleep| live.iter().any(|(_, cmd)| cmd.contains(sleep)))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !both_started(&rt.live_processes()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            rt.live_processes()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     rt.runtime.close_session("closing").await;
     let live = rt.live_processes();
     assert!(
