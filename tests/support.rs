@@ -51,52 +51,47 @@ impl TestRuntime {
         processes_with_marker(&self.marker)
     }
 
-    /// Waits up to `within` for every marked `sleep` process to be gone.
-    pub(crate) async fn assert_no_sleepers_within(&self, within: Duration) {
+    /// Waits up to `within` until `done` holds for the marked live processes,
+    /// failing the test with `what` and the list otherwise.
+    pub(crate) async fn wait_for_processes(
+        &self,
+        within: Duration,
+        what: &str,
+        done: impl Fn(&[(u32, String)]) -> bool,
+    ) {
         let deadline = Instant::now() + within;
         loop {
-            let live: Vec<_> = self
-                .live_processes()
-                .into_iter()
-                .filter(|(_, cmd)| cmd.contains("sleep"))
-                .collect();
-            if live.is_empty() {
+            let live = self.live_processes();
+            if done(&live) {
                 return;
             }
-            assert!(Instant::now() < deadline, "processes left behind: {live:?}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(Instant::now() < deadline, "{what}: {live:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Waits up to `within` for every marked `sleep` process to be gone.
+    pub(crate) async fn assert_no_sleepers_within(&self, within: Duration) {
+        self.wait_for_processes(within, "processes left behind", |live| {
+            live.iter().all(|(_, cmd)| !cmd.contains("sleep"))
+        })
+        .await;
     }
 
     /// Waits up to `within` until the sessions' idle shells are the only
     /// marked processes left.
     pub(crate) async fn assert_only_idle_shells_within(&self, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            let live: Vec<_> = self
-                .live_processes()
-                .into_iter()
-                .filter(|(_, cmd)| cmd.trim_end() != "bash --noprofile --norc")
-                .collect();
-            if live.is_empty() {
-                return;
-            }
-            assert!(Instant::now() < deadline, "processes left behind: {live:?}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.wait_for_processes(within, "processes left behind", |live| {
+            live.iter()
+                .all(|(_, cmd)| cmd.trim_end() == "bash --noprofile --norc")
+        })
+        .await;
     }
 
     /// Waits up to `within` for every marked process to be gone.
     pub(crate) async fn assert_no_processes_within(&self, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            let live = self.live_processes();
-            if live.is_empty() {
-                return;
-            }
-            assert!(Instant::now() < deadline, "processes left behind: {live:?}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.wait_for_processes(within, "processes left behind", <[_]>::is_empty)
+            .await;
     }
 }
 

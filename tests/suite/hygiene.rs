@@ -66,20 +66,12 @@ async fn closing_a_session_kills_its_processes_only() {
     run(&staying, "sleep 1002 & echo started").await;
     // `echo started` can answer before the `&` child has exec'd `sleep`
     // (until then it is a second `bash` in the list): wait for both sleeps.
-    let both_started = |live: &[(u32, String)]| {
+    rt.wait_for_processes(Duration::from_secs(10), "sleeps not started", |live| {
         ["sleep 1001", "sleep 1002"]
             .iter()
             .all(|sleep| live.iter().any(|(_, cmd)| cmd.contains(sleep)))
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !both_started(&rt.live_processes()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{:?}",
-            rt.live_processes()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
     rt.runtime.close_session("closing").await;
     let live = rt.live_processes();
     assert!(

@@ -7,6 +7,8 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
+use shellvisor_process::live_children;
+
 /// CPU time consumed so far.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuTimes {
@@ -43,13 +45,6 @@ fn run_time(dir: &Path) -> Duration {
         .map_or(Duration::ZERO, Duration::from_nanos)
 }
 
-/// The parent pid in `dir/stat` (the field after the parenthesised name).
-fn parent_pid(dir: &Path) -> Option<u32> {
-    let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
-    let after_name = stat.get(stat.rfind(')')? + 2..)?;
-    after_name.split(' ').nth(1)?.parse().ok()
-}
-
 /// This process's CPU time, exited threads included (`getrusage`; the kernel
 /// derives it from the same exact run-time counters).
 fn own_cpu() -> io::Result<Duration> {
@@ -75,18 +70,11 @@ fn own_cpu() -> io::Result<Duration> {
 /// When `/proc` cannot be read.
 pub fn cpu_times() -> io::Result<CpuTimes> {
     let scan_start = thread_cpu()?;
-    let me = std::process::id();
-    let mut children = Duration::ZERO;
-    for entry in std::fs::read_dir("/proc")? {
-        let path = entry?.path();
-        let is_pid = path
-            .file_name()
-            .and_then(|name| name.to_str())
-            .is_some_and(|name| name.bytes().all(|b| b.is_ascii_digit()));
-        if is_pid && parent_pid(&path) == Some(me) {
-            children += run_time(&path);
-        }
-    }
+    let me = i32::try_from(std::process::id()).map_err(io::Error::other)?;
+    let children = live_children(me)
+        .into_iter()
+        .map(|pid| run_time(Path::new(&format!("/proc/{pid}"))))
+        .sum();
     let probe = thread_cpu()?.saturating_sub(scan_start);
     Ok(CpuTimes {
         own: own_cpu()?,

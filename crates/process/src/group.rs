@@ -80,18 +80,8 @@ impl ProcessGroupId {
     /// reading `/proc/<pid>/stat`. A snapshot: members may come and go.
     pub fn live_members(self) -> Vec<i32> {
         let target = self.as_raw();
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        entries
-            .flatten()
-            .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| {
-                std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                    .ok()
-                    .and_then(|stat| crate::posix_session::stat_fields(&stat))
-                    .is_some_and(|fields| fields.state != 'Z' && fields.pgrp == target)
-            })
+        crate::posix_session::live_processes()
+            .filter_map(|(pid, fields)| (fields.pgrp == target).then_some(pid))
             .collect()
     }
 }

@@ -56,6 +56,7 @@ pub use group::Signal;
 pub use limits::raise_fd_limit;
 pub use posix_session::ProcessSessionId;
 pub use posix_session::SessionGuard;
+pub use posix_session::live_children;
 pub use shell_io::CommandWriter;
 pub use shell_io::ShellFiles;
 pub use shell_io::StatusReader;

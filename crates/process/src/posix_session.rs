@@ -37,17 +37,8 @@ impl ProcessSessionId {
     /// `/proc/<pid>/stat`. A snapshot: members may come and go.
     pub fn live_members(self) -> Vec<(i32, i32)> {
         let target = self.as_raw();
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        entries
-            .flatten()
-            .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-            .filter_map(|pid| {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-                let fields = stat_fields(&stat)?;
-                (fields.state != 'Z' && fields.session == target).then_some((pid, fields.pgrp))
-            })
+        live_processes()
+            .filter_map(|(pid, fields)| (fields.session == target).then_some((pid, fields.pgrp)))
             .collect()
     }
 
@@ -99,6 +90,7 @@ impl fmt::Debug for ProcessSessionId {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StatFields {
     pub(crate) state: char,
+    pub(crate) ppid: i32,
     pub(crate) pgrp: i32,
     pub(crate) session: i32,
 }
@@ -109,14 +101,38 @@ pub(crate) fn stat_fields(stat: &str) -> Option<StatFields> {
     let (_, rest) = stat.rsplit_once(')')?;
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
     let session = fields.next()?.parse().ok()?;
     Some(StatFields {
         state,
+        ppid,
         pgrp,
         session,
     })
+}
+
+/// Every live process (zombies excluded) with its `/proc/<pid>/stat` fields.
+/// A snapshot: processes may come and go while it is read.
+pub(crate) fn live_processes() -> impl Iterator<Item = (i32, StatFields)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let fields = stat_fields(&stat)?;
+            (fields.state != 'Z').then_some((pid, fields))
+        })
+}
+
+/// The pids of `parent`'s live child processes (zombies excluded), read from
+/// `/proc`. A snapshot: children may come and go.
+pub fn live_children(parent: i32) -> Vec<i32> {
+    live_processes()
+        .filter_map(|(pid, fields)| (fields.ppid == parent).then_some(pid))
+        .collect()
 }
 
 /// Owns a terminal run's session: registered while alive, every member
@@ -178,9 +194,24 @@ mod tests {
         let stat = "123 (a) b (c)) S 1 456 789 0 -1 4194560";
         let fields = stat_fields(stat).unwrap();
         assert_eq!(fields.state, 'S');
+        assert_eq!(fields.ppid, 1);
         assert_eq!(fields.pgrp, 456);
         assert_eq!(fields.session, 789);
         assert!(stat_fields("garbage").is_none());
+    }
+
+    #[test]
+    fn live_children_lists_a_child_until_it_is_reaped() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        assert!(live_children(me).contains(&pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!live_children(me).contains(&pid));
     }
 
     #[test]
