@@ -405,3 +405,29 @@ async fn terminal_runs_use_the_job_machinery_auto_background_and_output_limits()
         &result.output[result.output.len() - 40..]
     );
 }
+
+#[tokio::test]
+async fn the_last_lines_before_exit_are_kept_even_with_no_drain_time() {
+    // With `drain_ms = 0` the end of the run comes right after the program's
+    // exit, usually before the reader thread has passed the final output on;
+    // the end of the run waits for the reader, so nothing is lost.
+    let mut config = Config::default();
+    config.pty.drain_ms = 0;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("pty-last-lines").await;
+    for round in 0..20 {
+        let result = run_request(
+            &session,
+            RunRequest::new("printf 'line %s\\n' 1 2 3; echo last").pty(true),
+        )
+        .await;
+        assert!(
+            result.output.contains("line 3") && result.output.contains("last"),
+            "round {round}: {:?}",
+            result.output
+        );
+        let screen = result.screen.expect("a pty run has a screen").text();
+        assert!(screen.contains("last"), "round {round}: {screen:?}");
+    }
+    rt.runtime.shutdown().await;
+}

@@ -48,6 +48,9 @@ use crate::screen::SharedScreen;
 const KILL_ALL_DEADLINE: Duration = Duration::from_secs(1);
 /// How long the Sink may take to render the final output.
 const COMPLETE_DEADLINE: Duration = Duration::from_secs(5);
+/// How long the end of a run waits for the reader to pass on the terminal's
+/// last bytes (a process outside the session may keep the terminal open).
+const READER_DEADLINE: Duration = Duration::from_secs(2);
 /// Agreeing checks needed before a state change is reported.
 const AGREEING_PROBES: u8 = 2;
 
@@ -102,6 +105,8 @@ pub struct PtySessionState {
     killed: Option<KillReason>,
     exit: Option<ExitInfo>,
     reader_done: bool,
+    /// Fires when the reader has passed on its last byte.
+    reader_finished: Option<tokio::sync::oneshot::Receiver<()>>,
     finished: bool,
     kill_grace: Duration,
     drain: Duration,
@@ -154,12 +159,14 @@ impl Actor for PtySession {
             .await
             .ok_or("the runtime's spawner has stopped")??;
         let screen = SharedScreen::new(args.size);
+        let (reader_done_tx, reader_finished) = tokio::sync::oneshot::channel();
         start_reader(
             reader,
             screen.clone(),
             args.sink.clone(),
             myself.clone(),
             tokio::runtime::Handle::current(),
+            reader_done_tx,
         )?;
         let input = start_writer(writer, myself.clone())?;
         let mut child = spawned.child;
@@ -193,6 +200,7 @@ impl Actor for PtySession {
             killed: None,
             exit: None,
             reader_done: false,
+            reader_finished: Some(reader_finished),
             finished: false,
             kill_grace: args.kill_grace,
             drain: args.drain,
@@ -422,6 +430,13 @@ impl PtySessionState {
                 tracing::warn!(job = %self.job_id, ?session, "terminal session kept members after SIGKILL");
                 self.session = Some(guard);
             }
+        }
+        // What the program wrote before it exited is in the terminal's buffer;
+        // with its session gone the reader reaches end of file once it has
+        // passed all of it on. A reader slow to get the CPU (a loaded machine)
+        // must not lose the program's last lines to the drain timer.
+        if let Some(finished) = self.reader_finished.take() {
+            let _ = tokio::time::timeout(READER_DEADLINE, finished).await;
         }
         let exit = self.exit.unwrap_or(ExitInfo {
             code: None,

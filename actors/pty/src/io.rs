@@ -20,13 +20,16 @@ const READ_CHUNK: usize = 64 * 1024;
 pub(crate) const INPUT_QUEUE: usize = 64;
 
 /// Starts the reader: every chunk goes to the screen, then to the Sink (which
-/// applies backpressure); at end of file the actor hears [`PtyMsg::ReaderDone`].
+/// applies backpressure); at end of file the actor hears [`PtyMsg::ReaderDone`]
+/// and `done` (which the actor can await while it handles another message)
+/// fires.
 pub(crate) fn start_reader(
     mut reader: Box<dyn Read + Send>,
     screen: SharedScreen,
     feed: SinkFeed,
     actor: ActorRef<PtyMsg>,
     runtime: tokio::runtime::Handle,
+    done: tokio::sync::oneshot::Sender<()>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("shellvisor-pty-read".into())
@@ -51,6 +54,7 @@ pub(crate) fn start_reader(
                     sink_open = runtime.block_on(feed.push(chunk));
                 }
             }
+            let _ = done.send(());
             let _ = actor.cast(PtyMsg::ReaderDone);
         })?;
     Ok(())
