@@ -40,9 +40,12 @@ use crate::Session;
 /// let session = runtime.session("doc").await?;
 /// let repl = session.start_pty(RunRequest::new("python3 -q")).await?;
 /// assert!(repl.wait_for_input(Duration::from_secs(10)).await?);
-/// repl.write("print(6*7)\r").await?;
-/// repl.key("C-d").await?;
-/// let result = repl.wait(Duration::from_secs(10)).await?.expect("exits after C-d");
+/// repl.write("print(6*7)").await?;
+/// repl.key("Enter").await?;
+/// // Typed ahead while Python runs the line: plain text waits in the terminal,
+/// // where a typed-ahead C-d could be lost as readline changes modes.
+/// repl.write("exit()\r").await?;
+/// let result = repl.wait(Duration::from_secs(10)).await?.expect("exits after exit()");
 /// assert_eq!(result.exit_code, Some(0));
 /// assert!(result.screen.expect("a pty run has a screen").text().contains("42"));
 /// runtime.shutdown().await;
