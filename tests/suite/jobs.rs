@@ -7,7 +7,7 @@ use std::time::Instant;
 use shellvisor::BackgroundReason;
 use shellvisor::Config;
 use shellvisor::ErrorCode;
-use shellvisor::JobState;
+use shellvisor::JobStatus;
 use shellvisor::RunOutcome;
 use shellvisor::RunRequest;
 use shellvisor::Session;
@@ -262,7 +262,7 @@ async fn another_sessions_jobs_look_exactly_like_unknown_ones() {
     // It is still running for its owner.
     assert_eq!(
         owner.job(&job.job_id).await.unwrap().state,
-        JobState::Running
+        JobStatus::Running
     );
     rt.runtime.shutdown().await;
 }
@@ -308,7 +308,7 @@ async fn waits_list_and_kill() {
         None
     );
     let info = session.job(&job.job_id).await.unwrap();
-    assert_eq!(info.state, JobState::Running);
+    assert_eq!(info.state, JobStatus::Running);
     assert!(info.background);
     let result = session
         .wait(&job.job_id, Duration::from_secs(10))
@@ -319,7 +319,7 @@ async fn waits_list_and_kill() {
     assert_eq!(result.exit_code, Some(4));
     assert_eq!(
         session.job(&job.job_id).await.unwrap().state,
-        JobState::Failed
+        JobStatus::Failed
     );
     // The wait took the result: the completion stream does not repeat it.
     assert!(
@@ -348,7 +348,7 @@ async fn waits_list_and_kill() {
     );
     let jobs = session.jobs().await.unwrap();
     let states: Vec<_> = jobs.iter().map(|job| job.state).collect();
-    assert_eq!(states, vec![JobState::Failed, JobState::Killed]);
+    assert_eq!(states, vec![JobStatus::Failed, JobStatus::Killed]);
     rt.runtime.shutdown().await;
 }
 
@@ -368,7 +368,7 @@ async fn finished_jobs_are_evicted_after_retention_but_undelivered_results_wait(
     .unwrap();
     assert_eq!(
         session.job(&inline.job_id).await.unwrap().state,
-        JobState::Completed
+        JobStatus::Completed
     );
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let err = session.job(&inline.job_id).await.unwrap_err();
@@ -394,7 +394,7 @@ async fn a_started_run_names_its_job_before_it_ends_and_can_be_killed_by_it() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let info = session.job(&job_id).await.unwrap();
-        assert_eq!(info.state, JobState::Running);
+        assert_eq!(info.state, JobStatus::Running);
         if info.output_bytes > 0 {
             break;
         }

@@ -19,18 +19,16 @@
 //! and its Session's notice channel.
 
 mod actor;
+mod background;
+mod info;
 mod messages;
 mod result;
-mod slots;
+mod run;
 
 pub use actor::Job;
 pub use actor::JobArgs;
 pub use actor::JobStart;
-pub use actor::PtyLaunch;
 pub use actor::Runner;
 pub use messages::JobMsg;
 pub use messages::JobNotice;
-pub use messages::RunPlan;
 pub use messages::ShellRelease;
-pub use slots::JobSlots;
-pub use slots::SlotGuard;

@@ -1,28 +1,22 @@
 //! Messages of the Job actor.
 
-use std::path::PathBuf;
-
 use ractor::ActorRef;
 use ractor::RpcReplyPort;
 use shellvisor_actor_pty::PtyCall;
-use shellvisor_actor_pty::PtyEvent;
-use shellvisor_actor_shell::ShellEvent;
 use shellvisor_actor_shell::ShellMsg;
-use shellvisor_policy::TimeoutDecision;
 use shellvisor_process::StatusRecord;
 use shellvisor_protocol::JobId;
 use shellvisor_protocol::JobInfo;
 use shellvisor_protocol::OutputChunk;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunResult;
+use shellvisor_run::RunNotice;
 
 /// Messages accepted by [`crate::Job`].
 #[derive(Debug)]
 pub enum JobMsg {
-    /// From the Shell: how the run ended.
-    Shell(ShellEvent),
-    /// From the PtySession of a terminal run.
-    Pty(PtyEvent),
+    /// From the runner (the Shell or the PtySession).
+    Runner(RunNotice),
     /// An interactive call (input, keys, resize, screen, state); refused with
     /// `not_interactive` when the job has no terminal.
     PtyCall(PtyCall),
@@ -65,35 +59,18 @@ pub enum JobMsg {
     Evict,
 }
 
-impl From<ShellEvent> for JobMsg {
-    fn from(event: ShellEvent) -> Self {
-        JobMsg::Shell(event)
+impl From<RunNotice> for JobMsg {
+    fn from(notice: RunNotice) -> Self {
+        JobMsg::Runner(notice)
     }
 }
 
-impl From<PtyEvent> for JobMsg {
-    fn from(event: PtyEvent) -> Self {
-        JobMsg::Pty(event)
-    }
-}
-
-impl TryFrom<JobMsg> for PtyEvent {
+impl TryFrom<JobMsg> for RunNotice {
     type Error = JobMsg;
 
     fn try_from(message: JobMsg) -> std::result::Result<Self, JobMsg> {
         match message {
-            JobMsg::Pty(event) => Ok(event),
-            other => Err(other),
-        }
-    }
-}
-
-impl TryFrom<JobMsg> for ShellEvent {
-    type Error = JobMsg;
-
-    fn try_from(message: JobMsg) -> std::result::Result<Self, JobMsg> {
-        match message {
-            JobMsg::Shell(event) => Ok(event),
+            JobMsg::Runner(notice) => Ok(notice),
             other => Err(other),
         }
     }
@@ -143,21 +120,4 @@ pub enum ShellRelease {
     },
     /// Gone (it exited or was killed) or unusable: replace it.
     Ended,
-}
-
-/// A validated run, ready to execute.
-#[derive(Clone, Debug)]
-pub struct RunPlan {
-    /// The command text.
-    pub command: String,
-    /// Its label (the command, cut to 120 characters).
-    pub label: String,
-    /// Directory to `cd` into first.
-    pub cwd: Option<PathBuf>,
-    /// Variables for this call only.
-    pub env: Vec<(String, String)>,
-    /// The deadline.
-    pub timeout: TimeoutDecision,
-    /// Notices decided during validation (timeout clamping, PTY fallback).
-    pub notices: Vec<String>,
 }

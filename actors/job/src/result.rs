@@ -2,22 +2,22 @@
 
 use std::time::Duration;
 
-use shellvisor_actor_shell::ExecOutcome;
-use shellvisor_actor_shell::KillReason;
-use shellvisor_actor_shell::RunEnd;
 use shellvisor_output::ResultTextParts;
 use shellvisor_output::result_text;
+use shellvisor_policy::RunPlan;
 use shellvisor_protocol::JobId;
 use shellvisor_protocol::RunResult;
+use shellvisor_run::KillReason;
+use shellvisor_run::RunEnd;
+use shellvisor_run::RunReport;
 
-use crate::messages::RunPlan;
 use crate::messages::ShellRelease;
 
 /// Builds the result of a finished run and says what state its shell is in.
 pub(crate) fn build_result(
     job_id: &JobId,
     plan: &RunPlan,
-    outcome: ExecOutcome,
+    report: RunReport,
     wall_time: Duration,
     inline_cap: usize,
 ) -> (RunResult, ShellRelease) {
@@ -25,8 +25,8 @@ pub(crate) fn build_result(
     let mut timed_out = false;
     let mut cancelled = false;
     // A terminal run has no persistent shell to restart.
-    let in_shell = !matches!(outcome.end, RunEnd::ProgramExited { .. });
-    let (exit_code, cwd, release) = match outcome.end {
+    let in_shell = !matches!(report.end, RunEnd::ProgramExited { .. });
+    let (exit_code, cwd, release) = match report.end {
         RunEnd::Completed {
             status,
             env_follows,
@@ -53,7 +53,7 @@ pub(crate) fn build_result(
             Some(reason) => {
                 notices.push(format!(
                     "The command was stopped ({}); a fresh shell with the last known working directory and exported variables replaces it.",
-                    describe(reason)
+                    reason.describe()
                 ));
                 (Some(exit.shell_status()), None, ShellRelease::Ended)
             }
@@ -75,7 +75,7 @@ pub(crate) fn build_result(
                 (None, None, ShellRelease::Ended)
             }
             Some(reason) => {
-                notices.push(format!("The program was stopped ({}).", describe(reason)));
+                notices.push(format!("The program was stopped ({}).", reason.describe()));
                 (Some(exit.shell_status()), None, ShellRelease::Ended)
             }
             None => (Some(exit.shell_status()), None, ShellRelease::Ended),
@@ -91,8 +91,8 @@ pub(crate) fn build_result(
             (None, None, ShellRelease::Ended)
         }
     };
-    let output_collected = outcome.output.is_some();
-    let summary = outcome.output.unwrap_or_default();
+    let output_collected = report.output.is_some();
+    let summary = report.output.unwrap_or_default();
     if !output_collected {
         notices.push("The output could not be collected (its buffer stopped).".to_owned());
     }
@@ -137,16 +137,7 @@ pub(crate) fn build_result(
         shell_restarted,
         is_error: timed_out || cancelled || exit_code != Some(0),
         text,
-        screen: None,
+        screen: report.screen,
     };
     (result, release)
-}
-
-fn describe(reason: KillReason) -> &'static str {
-    match reason {
-        KillReason::Timeout => "deadline",
-        KillReason::Cancelled => "cancelled",
-        KillReason::Release | KillReason::Shutdown => "the session is closing",
-        KillReason::ShellEnded => "the shell ended",
-    }
 }

@@ -9,18 +9,11 @@ use ractor::Actor;
 use ractor::ActorProcessingErr;
 use ractor::ActorRef;
 use ractor::DerivedActorRef;
-use ractor::MessagingErr;
-use shellvisor_actor_shell::AbortOnDrop;
-use shellvisor_actor_shell::ExecOutcome;
-use shellvisor_actor_shell::KillReason;
-use shellvisor_actor_shell::RunEnd;
 use shellvisor_actor_sink::SinkFeed;
 use shellvisor_process::ChildProcess;
 use shellvisor_process::ExitInfo;
-use shellvisor_process::ProcessRegistry;
 use shellvisor_process::SessionGuard;
 use shellvisor_process::Signal;
-use shellvisor_process::Spawner;
 use shellvisor_process::pty::InputWait;
 use shellvisor_process::pty::Terminal;
 use shellvisor_process::pty::TerminalControl;
@@ -34,13 +27,20 @@ use shellvisor_protocol::PtyState;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::SessionEvent;
 use shellvisor_protocol::TerminalSize;
+use shellvisor_run::AbortOnDrop;
+use shellvisor_run::Escalation;
+use shellvisor_run::KillReason;
+use shellvisor_run::RunEnd;
+use shellvisor_run::RunNotice;
+use shellvisor_run::RunReport;
+use shellvisor_run::RuntimeContext;
+use shellvisor_run::Timer;
 use tokio::sync::broadcast;
 
 use crate::io::start_reader;
 use crate::io::start_writer;
 use crate::keys::key_bytes;
 use crate::messages::PtyCall;
-use crate::messages::PtyEvent;
 use crate::messages::PtyMsg;
 use crate::screen::SharedScreen;
 
@@ -58,33 +58,32 @@ const AGREEING_PROBES: u8 = 2;
 #[derive(Debug)]
 pub struct PtySession;
 
-/// What a PtySession needs.
+/// A terminal opened for a run, and the program to start on it.
 #[derive(Debug)]
-pub struct PtyArgs {
-    /// The run's id (for events).
-    pub job_id: JobId,
+pub struct PtyLaunch {
     /// The open terminal.
     pub terminal: Terminal,
     /// Its size.
     pub size: TerminalSize,
-    /// The program to start on it.
+    /// The program (`bash -c <command>`) with its environment and cwd.
     pub spec: TerminalSpawnSpec,
-    /// The runtime's spawner thread.
-    pub spawner: Arc<Spawner>,
-    /// The runtime's registry of live process groups and sessions.
-    pub registry: Arc<ProcessRegistry>,
+}
+
+/// What a PtySession needs.
+#[derive(Debug)]
+pub struct PtyArgs {
+    /// The runtime (its spawner thread, registry and configuration).
+    pub ctx: Arc<RuntimeContext>,
+    /// The run's id (for events).
+    pub job_id: JobId,
+    /// The terminal and the program.
+    pub launch: PtyLaunch,
     /// Where the raw output goes.
     pub sink: SinkFeed,
     /// The Job.
-    pub reply_to: DerivedActorRef<PtyEvent>,
+    pub reply_to: DerivedActorRef<RunNotice>,
     /// The session's event channel.
     pub events: broadcast::Sender<SessionEvent>,
-    /// Time between SIGTERM and SIGKILL.
-    pub kill_grace: Duration,
-    /// How often to check for input waits.
-    pub probe_interval: Duration,
-    /// How long late output may take after the program exits.
-    pub drain: Duration,
 }
 
 /// A PtySession's state.
@@ -97,12 +96,13 @@ pub struct PtySessionState {
     session: Option<SessionGuard>,
     child: Option<ChildProcess>,
     feed: SinkFeed,
-    reply_to: DerivedActorRef<PtyEvent>,
+    reply_to: DerivedActorRef<RunNotice>,
     events: broadcast::Sender<SessionEvent>,
     state: PtyState,
     candidate: Option<(PtyState, u8)>,
     probing: bool,
-    killed: Option<KillReason>,
+    /// Set once the runtime kills the program's session (why, and the KILL to follow).
+    killing: Option<Escalation<PtyMsg>>,
     exit: Option<ExitInfo>,
     reader_done: bool,
     /// Fires when the reader has passed on its last byte.
@@ -111,8 +111,7 @@ pub struct PtySessionState {
     kill_grace: Duration,
     drain: Duration,
     _probe_timer: AbortOnDrop<()>,
-    escalation: Option<AbortTimer>,
-    drain_timer: Option<AbortTimer>,
+    drain_timer: Option<Timer<PtyMsg>>,
 }
 
 impl std::fmt::Debug for PtySessionState {
@@ -124,9 +123,6 @@ impl std::fmt::Debug for PtySessionState {
             .finish_non_exhaustive()
     }
 }
-
-/// A PtySession's timers, aborted with its state.
-type AbortTimer = AbortOnDrop<std::result::Result<(), MessagingErr<PtyMsg>>>;
 
 impl Actor for PtySession {
     type Msg = PtyMsg;
@@ -143,11 +139,12 @@ impl Actor for PtySession {
             reader,
             writer,
             slave,
-        } = args.terminal;
+        } = args.launch.terminal;
         let tty = TtyId::of(&slave)?;
-        let registry = Arc::clone(&args.registry);
-        let spec = args.spec;
+        let registry = Arc::clone(&args.ctx.registry);
+        let spec = args.launch.spec;
         let spawned = args
+            .ctx
             .spawner
             .run(move || {
                 let spawned = spawn_on_terminal(&spec, &slave, &registry);
@@ -158,7 +155,8 @@ impl Actor for PtySession {
             })
             .await
             .ok_or("the runtime's spawner has stopped")??;
-        let screen = SharedScreen::new(args.size);
+        let pty_config = &args.ctx.config.pty;
+        let screen = SharedScreen::new(args.launch.size);
         let (reader_done_tx, reader_finished) = tokio::sync::oneshot::channel();
         start_reader(
             reader,
@@ -181,7 +179,8 @@ impl Actor for PtySession {
                 }
             }
         });
-        let probe_timer = AbortOnDrop(myself.send_interval(args.probe_interval, || PtyMsg::Probe));
+        let probe_timer =
+            AbortOnDrop(myself.send_interval(pty_config.input_probe(), || PtyMsg::Probe));
         tracing::debug!(job = %args.job_id, session = ?spawned.session.session(), "program started on a terminal");
         Ok(PtySessionState {
             job_id: args.job_id,
@@ -197,15 +196,14 @@ impl Actor for PtySession {
             state: PtyState::Running,
             candidate: None,
             probing: false,
-            killed: None,
+            killing: None,
             exit: None,
             reader_done: false,
             reader_finished: Some(reader_finished),
             finished: false,
-            kill_grace: args.kill_grace,
-            drain: args.drain,
+            kill_grace: args.ctx.config.timeouts.kill_grace(),
+            drain: pty_config.drain(),
             _probe_timer: probe_timer,
-            escalation: None,
             drain_timer: None,
         })
     }
@@ -222,7 +220,9 @@ impl Actor for PtySession {
             PtyMsg::Exited { info, child } => {
                 state.exit = Some(info);
                 state.child = Some(child);
-                state.escalation = None;
+                if let Some(killing) = state.killing.as_mut() {
+                    killing.settle();
+                }
                 // As when a terminal closes: hang up whatever the program left.
                 if let Some(session) = state.session.as_ref().map(SessionGuard::session) {
                     tokio::task::spawn_blocking(move || {
@@ -264,11 +264,11 @@ impl Actor for PtySession {
                 state.probed(result);
             }
             PtyMsg::Escalate => {
-                state.escalation = None;
                 if state.exit.is_none()
                     && let Some(session) = state.session.as_ref().map(SessionGuard::session)
+                    && let Some(killing) = state.killing.as_mut()
                 {
-                    tokio::task::spawn_blocking(move || session.kill_all(KILL_ALL_DEADLINE));
+                    killing.grace_elapsed(&session);
                 }
             }
         }
@@ -336,20 +336,20 @@ impl PtySessionState {
     }
 
     fn kill(&mut self, myself: &ActorRef<PtyMsg>, reason: KillReason) {
-        if self.exit.is_some() || self.killed.is_some() {
+        if self.exit.is_some() || self.killing.is_some() {
             return;
         }
-        self.killed = Some(reason);
+        // No session only once the run is finalized, after the exit.
         let Some(session) = self.session.as_ref().map(SessionGuard::session) else {
             return;
         };
-        tokio::task::spawn_blocking(move || {
-            // A stopped process holds SIGTERM pending: CONT lets it act on it.
-            session.signal(Signal::Term);
-            session.signal(Signal::Cont);
-        });
-        let grace = self.kill_grace;
-        self.escalation = Some(AbortOnDrop(myself.send_after(grace, || PtyMsg::Escalate)));
+        self.killing = Some(Escalation::begin(
+            reason,
+            &session,
+            myself,
+            self.kill_grace,
+            || PtyMsg::Escalate,
+        ));
     }
 
     fn probe(&mut self, myself: &ActorRef<PtyMsg>) {
@@ -402,7 +402,7 @@ impl PtySessionState {
             job_id: self.job_id.clone(),
             state,
         });
-        let _ = self.reply_to.send_message(PtyEvent::State(state));
+        let _ = self.reply_to.send_message(RunNotice::PtyState(state));
     }
 
     /// The program has exited and its output has drained (or had its time):
@@ -444,21 +444,19 @@ impl PtySessionState {
         });
         let output = self.feed.complete(COMPLETE_DEADLINE).await;
         let screen = self.screen.render();
-        let code = match self.killed {
+        let killed = self.killing.as_ref().map(Escalation::reason);
+        let code = match killed {
             Some(KillReason::Timeout | KillReason::Cancelled) => None,
             _ => Some(exit.shell_status()),
         };
         self.set_state(PtyState::Exited { code });
-        let _ = self.reply_to.send_message(PtyEvent::Finished {
-            outcome: Box::new(ExecOutcome {
-                end: RunEnd::ProgramExited {
-                    exit,
-                    killed: self.killed,
-                },
+        let _ = self
+            .reply_to
+            .send_message(RunNotice::Finished(Box::new(RunReport {
+                end: RunEnd::ProgramExited { exit, killed },
                 output,
-            }),
-            screen,
-        });
+                screen: Some(screen),
+            })));
     }
 }
 

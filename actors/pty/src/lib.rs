@@ -27,8 +27,8 @@ mod messages;
 mod screen;
 
 pub use actor::PtyArgs;
+pub use actor::PtyLaunch;
 pub use actor::PtySession;
 pub use keys::key_bytes;
 pub use messages::PtyCall;
-pub use messages::PtyEvent;
 pub use messages::PtyMsg;

@@ -1,8 +1,6 @@
 //! Messages of the PtySession actor.
 
 use ractor::RpcReplyPort;
-use shellvisor_actor_shell::ExecOutcome;
-use shellvisor_actor_shell::KillReason;
 use shellvisor_process::ChildProcess;
 use shellvisor_process::ExitInfo;
 use shellvisor_process::pty::InputWait;
@@ -11,6 +9,7 @@ use shellvisor_protocol::PtyState;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::Screen;
 use shellvisor_protocol::TerminalSize;
+use shellvisor_run::KillReason;
 
 /// Messages accepted by [`crate::PtySession`].
 #[derive(Debug)]
@@ -92,18 +91,4 @@ impl PtyCall {
             }
         }
     }
-}
-
-/// What a PtySession tells its Job.
-#[derive(Debug)]
-pub enum PtyEvent {
-    /// The program's state changed (for example it now waits for input).
-    State(PtyState),
-    /// The run is over: how it ended, its output, and the final screen.
-    Finished {
-        /// How it ended and its output.
-        outcome: Box<ExecOutcome>,
-        /// The screen when the terminal closed.
-        screen: Screen,
-    },
 }

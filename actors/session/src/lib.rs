@@ -11,13 +11,15 @@
 //! artifacts directory.
 
 mod actor;
+mod book;
 mod budget;
 mod jobs;
 mod messages;
+mod pool;
 mod shells;
 mod standby;
+mod terminal;
 
 pub use actor::Session;
 pub use actor::SessionArgs;
-pub use budget::RestartBudget;
 pub use messages::SessionMsg;

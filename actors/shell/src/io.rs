@@ -18,10 +18,10 @@ use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio::sync::watch;
 
-use crate::messages::ExecOutcome;
-use crate::messages::RunEnd;
-use crate::messages::ShellEvent;
 use crate::messages::ShellMsg;
+use shellvisor_run::RunEnd;
+use shellvisor_run::RunNotice;
+use shellvisor_run::RunReport;
 
 /// Bytes read from a FIFO at a time.
 const CHUNK_BYTES: usize = 64 * 1024;
@@ -45,7 +45,7 @@ pub(crate) struct RunIo {
     pub(crate) nonce: String,
     pub(crate) fifo: OutputFifo,
     pub(crate) sink: SinkFeed,
-    pub(crate) reply_to: DerivedActorRef<ShellEvent>,
+    pub(crate) reply_to: DerivedActorRef<RunNotice>,
     pub(crate) env_follows: bool,
 }
 
@@ -55,7 +55,7 @@ struct ActiveRun {
     receiver: pipe::Receiver,
     keepalive: std::os::fd::OwnedFd,
     sink: SinkFeed,
-    reply_to: DerivedActorRef<ShellEvent>,
+    reply_to: DerivedActorRef<RunNotice>,
     buf: BytesMut,
     readable: bool,
 }
@@ -220,7 +220,11 @@ async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>)
             fifo_reusable: writers_gone,
         });
     }
-    let _ = reply_to.send_message(ShellEvent::Finished(Box::new(ExecOutcome { end, output })));
+    let _ = reply_to.send_message(RunNotice::Finished(Box::new(RunReport {
+        end,
+        output,
+        screen: None,
+    })));
     match late {
         None => sink.close(),
         Some(receiver) => {
@@ -278,9 +282,9 @@ mod tests {
     use super::IoCommand;
     use super::RunIo;
     use super::io_task;
-    use crate::messages::RunEnd;
-    use crate::messages::ShellEvent;
     use crate::messages::ShellMsg;
+    use shellvisor_run::RunEnd;
+    use shellvisor_run::RunNotice;
 
     /// An actor that hands every message it gets to a channel.
     struct Forward<M>(std::marker::PhantomData<fn() -> M>);
@@ -328,7 +332,7 @@ mod tests {
         let mut status_write = std::fs::File::from(status_write);
         let (commands_tx, commands) = mpsc::unbounded_channel();
         let (shell, mut shell_messages) = forward::<ShellMsg>().await;
-        let (job, mut job_messages) = forward::<ShellEvent>().await;
+        let (job, mut job_messages) = forward::<RunNotice>().await;
         let (env, _env_rx) = watch::channel(EnvRecord::default());
         let status = StatusReader::new(status_read).unwrap();
         tokio::spawn(io_task(status, commands, shell.clone(), env));
@@ -372,8 +376,10 @@ mod tests {
             .await
             .expect("the run never completed")
             .unwrap();
-        let ShellEvent::Finished(outcome) = event;
-        match outcome.end {
+        let RunNotice::Finished(report) = event else {
+            panic!("unexpected notice {event:?}");
+        };
+        match report.end {
             RunEnd::Completed { status, .. } => {
                 assert_eq!(status.nonce, "nonce-1");
                 assert_eq!(status.exit_code, Some(0));

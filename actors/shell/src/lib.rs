@@ -2,7 +2,7 @@
 //!
 //! A Shell runs one command at a time for whoever sends [`ShellMsg::Exec`] (a
 //! Job), streams the command's output into that Job's Sink, and reports how the
-//! run ended as a [`ShellEvent`]. It owns the process group of its bash: when
+//! run ended as a [`RunNotice`](shellvisor_run::RunNotice). It owns the process group of its bash: when
 //! the shell exits (`exit`, `exec`, a signal), is killed (a timeout), or the
 //! actor itself is stopped or killed, the whole group is killed (TERM, CONT,
 //! then KILL after the grace period) and the actor stops. Its supervisor (the
@@ -13,16 +13,11 @@
 
 mod actor;
 mod io;
+mod live;
 mod messages;
-mod tasks;
 
 pub use actor::Shell;
 pub use actor::ShellArgs;
-pub use messages::ExecOutcome;
 pub use messages::ExecRequest;
-pub use messages::KillReason;
-pub use messages::RunEnd;
-pub use messages::ShellEvent;
 pub use messages::ShellMsg;
 pub use messages::ShellNotice;
-pub use tasks::AbortOnDrop;

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use ractor::ActorId;
 use ractor::DerivedActorRef;
-use shellvisor_actor_sink::OutputSummary;
 use shellvisor_actor_sink::SinkFeed;
 use shellvisor_process::ExitInfo;
-use shellvisor_process::StatusRecord;
+use shellvisor_run::KillReason;
+use shellvisor_run::RunNotice;
 
 /// Messages accepted by [`crate::Shell`].
 #[derive(Debug)]
@@ -17,7 +17,8 @@ pub enum ShellMsg {
     Exec(ExecRequest),
     /// Kill the shell's process group (TERM and CONT, then KILL after the
     /// grace period) and stop. A run in progress ends with
-    /// [`RunEnd::ShellExited`] carrying this reason.
+    /// [`RunEnd::ShellExited`](shellvisor_run::RunEnd::ShellExited)
+    /// carrying this reason.
     Kill(KillReason),
     /// The shell is no longer needed (an isolated or backgrounded shell whose
     /// job is done): stop it, but keep it alive while processes its commands
@@ -57,80 +58,7 @@ pub struct ExecRequest {
     /// Where the output goes.
     pub sink: SinkFeed,
     /// Who learns how the run ended.
-    pub reply_to: DerivedActorRef<ShellEvent>,
-}
-
-/// Why a shell is being killed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KillReason {
-    /// The run's deadline fired.
-    Timeout,
-    /// The caller cancelled the run.
-    Cancelled,
-    /// The shell is no longer needed (an isolated shell after its run).
-    Release,
-    /// The session or runtime is closing.
-    Shutdown,
-    /// The shell process ended on its own; the rest of its group goes too.
-    ShellEnded,
-}
-
-/// What a Shell reports to the Job that ran a command.
-#[derive(Debug)]
-pub enum ShellEvent {
-    /// The run is over (boxed: it carries the rendered output).
-    Finished(Box<ExecOutcome>),
-}
-
-/// How a run ended, and its output.
-#[derive(Debug)]
-pub struct ExecOutcome {
-    /// How it ended.
-    pub end: RunEnd,
-    /// Its rendered output, or `None` if the Sink did not answer.
-    pub output: Option<OutputSummary>,
-}
-
-/// How a run ended.
-#[derive(Debug)]
-pub enum RunEnd {
-    /// The command finished and the shell reported its status; the shell is
-    /// ready for the next command.
-    Completed {
-        /// Exit status and working directory.
-        status: StatusRecord,
-        /// Whether an environment record for this run follows (the command may
-        /// have changed the exported environment).
-        env_follows: bool,
-    },
-    /// The shell process ended during the run (the command ran `exit` or
-    /// `exec`, or something killed the shell). `killed` says whether the
-    /// runtime killed it, and why.
-    ShellExited {
-        /// How bash ended.
-        exit: ExitInfo,
-        /// Set when the runtime killed the shell.
-        killed: Option<KillReason>,
-    },
-    /// A run's own program (a terminal run: not a persistent shell) ended.
-    /// `killed` says whether the runtime killed it, and why.
-    ProgramExited {
-        /// How the program ended.
-        exit: ExitInfo,
-        /// Set when the runtime killed it.
-        killed: Option<KillReason>,
-    },
-    /// The shell refused the run before anything ran (it had ended or was
-    /// busy). Running it elsewhere cannot run it twice.
-    Refused {
-        /// Why.
-        reason: String,
-    },
-    /// The Shell actor disappeared during the run.
-    ShellLost {
-        /// What happened.
-        reason: String,
-    },
+    pub reply_to: DerivedActorRef<RunNotice>,
 }
 
 /// What a Shell tells its supervisor (the Session) as soon as it happens,

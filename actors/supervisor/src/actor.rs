@@ -1,8 +1,6 @@
 //! The root supervisor actor.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
@@ -12,19 +10,13 @@ use ractor::ActorId;
 use ractor::ActorProcessingErr;
 use ractor::ActorRef;
 use ractor::SupervisionEvent;
-use shellvisor_actor_job::JobSlots;
 use shellvisor_actor_session::Session;
 use shellvisor_actor_session::SessionArgs;
-use shellvisor_policy::Interceptor;
-use shellvisor_policy::UrlResolver;
 use shellvisor_process::PrivateDir;
-use shellvisor_process::ProcessRegistry;
-use shellvisor_process::Spawner;
-use shellvisor_process::contain::Containment;
-use shellvisor_process::pty::PtyBackend;
-use shellvisor_protocol::Config;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::SessionId;
+use shellvisor_run::JobSlots;
+use shellvisor_run::RuntimeContext;
 use tokio::sync::broadcast;
 
 use crate::messages::SessionEntry;
@@ -43,33 +35,16 @@ pub struct Supervisor;
 /// What the root supervisor needs.
 #[derive(Debug)]
 pub struct SupervisorArgs {
-    /// The runtime configuration.
-    pub config: Arc<Config>,
-    /// The runtime's spawner thread.
-    pub spawner: Arc<Spawner>,
-    /// The runtime's registry of live process groups.
-    pub registry: Arc<ProcessRegistry>,
+    /// The runtime (configuration, spawner, registry, containment, host
+    /// extensions), shared with every actor below.
+    pub ctx: Arc<RuntimeContext>,
     /// The runtime's private directory (sessions get subdirectories).
     pub runtime_dir: Arc<PrivateDir>,
     /// Where artifacts go (sessions get subdirectories).
     pub artifacts_dir: Arc<PrivateDir>,
-    /// The environment a fresh shell starts with.
-    pub base_env: Arc<Vec<(OsString, OsString)>>,
-    /// The home directory.
-    pub home: Option<PathBuf>,
-    /// The first working directory of every session.
-    pub initial_cwd: PathBuf,
     /// Running background jobs in the whole runtime (the runtime-wide cap
     /// counts against it).
     pub running_jobs: Arc<AtomicUsize>,
-    /// The interceptor, when it is enabled.
-    pub interceptor: Option<Arc<Interceptor>>,
-    /// The host's resolvers for internal URL schemes.
-    pub resolvers: Arc<Vec<Arc<dyn UrlResolver>>>,
-    /// Where pseudo-terminals come from.
-    pub pty_backend: Arc<dyn PtyBackend>,
-    /// The runtime's containment (session cgroups).
-    pub containment: Arc<Containment>,
 }
 
 /// The root supervisor's state.
@@ -198,7 +173,8 @@ impl SupervisorState {
             .subdir(&name)
             .map_err(|err| Error::io("creating the session artifacts directory", &err))?;
         let (events, _) = broadcast::channel(SESSION_EVENT_CAPACITY);
-        let jobs = &self.args.config.jobs;
+        let ctx = &self.args.ctx;
+        let jobs = &ctx.config.jobs;
         let slots = JobSlots::new(
             Arc::new(AtomicUsize::new(0)),
             jobs.max_running_per_session,
@@ -206,21 +182,13 @@ impl SupervisorState {
             jobs.max_running,
         );
         let args = SessionArgs {
+            ctx: Arc::clone(ctx),
             id: id.clone(),
-            config: Arc::clone(&self.args.config),
-            spawner: Arc::clone(&self.args.spawner),
-            registry: Arc::clone(&self.args.registry),
             dir,
             artifacts_dir,
-            base_env: Arc::clone(&self.args.base_env),
-            home: self.args.home.clone(),
-            initial_cwd: self.args.initial_cwd.clone(),
             events: events.clone(),
             slots: slots.clone(),
-            interceptor: self.args.interceptor.clone(),
-            resolvers: Arc::clone(&self.args.resolvers),
-            pty_backend: Arc::clone(&self.args.pty_backend),
-            cgroup: self.args.containment.session_cgroup(&name),
+            cgroup: ctx.containment.session_cgroup(&name),
         };
         let (actor, _) = Actor::spawn_linked(None, Session, args, myself.get_cell())
             .await

@@ -2,11 +2,11 @@
 
 use ractor::ActorRef;
 use ractor::RpcReplyPort;
-use shellvisor_actor_job::JobSlots;
 use shellvisor_actor_session::SessionMsg;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::SessionEvent;
 use shellvisor_protocol::SessionId;
+use shellvisor_run::JobSlots;
 use tokio::sync::broadcast;
 
 /// Messages accepted by [`crate::Supervisor`].

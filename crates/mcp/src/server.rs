@@ -36,9 +36,9 @@ use crate::tools::JobListArgs;
 use crate::tools::JobOutputArgs;
 use crate::tools::JobWaitArgs;
 use crate::tools::MAX_OUTPUT_BYTES;
-use crate::tools::OutputReport;
-use crate::tools::RunReport;
-use crate::tools::ScreenReport;
+use crate::tools::OutputContent;
+use crate::tools::RunContent;
+use crate::tools::ScreenContent;
 use crate::tools::WriteStdinArgs;
 use crate::tools::wait_timeout;
 use crate::tools::write_and_settle;
@@ -117,22 +117,22 @@ fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
 
 fn tools() -> Vec<Tool> {
     vec![
-        tool::<BashArgs, RunReport>(
+        tool::<BashArgs, RunContent>(
             "bash",
             "Run a bash command in a persistent shell session (cwd and exported variables carry over between calls). \
              Long runs are answered early as background jobs (status `background`): follow them with job_wait, job_output \
              and job_kill. With `pty: true` the command runs on a terminal; if it waits for input the call answers with the \
              screen (state `awaiting_input`): continue with write_stdin.",
         ),
-        tool::<JobOutputArgs, OutputReport>(
+        tool::<JobOutputArgs, OutputContent>(
             "job_output",
             "Read a job's raw output by byte offset (the complete output, also when the bash result was truncated).",
         ),
-        tool::<JobWaitArgs, RunReport>(
+        tool::<JobWaitArgs, RunContent>(
             "job_wait",
             "Wait up to `timeout` seconds (default 30, at most 50) for a background job to finish and return its result.",
         ),
-        tool::<JobArgs, RunReport>(
+        tool::<JobArgs, RunContent>(
             "job_kill",
             "Kill a job's whole process tree (SIGTERM, then SIGKILL) and return its result.",
         ),
@@ -140,12 +140,12 @@ fn tools() -> Vec<Tool> {
             "job_list",
             "List a session's jobs, running and recently finished.",
         ),
-        tool::<WriteStdinArgs, ScreenReport>(
+        tool::<WriteStdinArgs, ScreenContent>(
             "write_stdin",
             "Type text and/or press keys in a terminal job (a `pty: true` run), then return its screen once it waits for \
              input again, exits, or `wait_ms` passes.",
         ),
-        tool::<JobArgs, ScreenReport>(
+        tool::<JobArgs, ScreenContent>(
             "pty_screen",
             "The current screen of a terminal job, as a human would see it, with its state.",
         ),
@@ -167,7 +167,7 @@ impl ShellServer {
         let request = args.request();
         if request.run_async {
             let outcome = session.run(request).await?;
-            return Ok(report(RunReport::from_outcome(&session_id, &outcome)));
+            return Ok(tool_result(RunContent::from_outcome(&session_id, &outcome)));
         }
         let mut events = session.subscribe();
         let run = session.start_run(request).await?;
@@ -182,7 +182,7 @@ impl ShellServer {
         loop {
             tokio::select! {
                 outcome = &mut outcome => {
-                    return Ok(report(RunReport::from_outcome(&session_id, &outcome?)));
+                    return Ok(tool_result(RunContent::from_outcome(&session_id, &outcome?)));
                 }
                 () = context.ct.cancelled() => {
                     // A cancelled call interrupts its foreground command.
@@ -255,7 +255,7 @@ impl ShellServer {
             .min(MAX_OUTPUT_BYTES);
         let chunk = session.read_output(&job_id, offset, max).await?;
         let bytes = chunk.data.len() as u64;
-        let structured = OutputReport {
+        let structured = OutputContent {
             job_id: args.job_id,
             offset: chunk.offset,
             bytes,
@@ -264,7 +264,7 @@ impl ShellServer {
             closed: chunk.closed,
         };
         let text = String::from_utf8_lossy(&chunk.data).into_owned();
-        Ok(report((structured, text, false)))
+        Ok(tool_result((structured, text, false)))
     }
 
     async fn job_wait(&self, args: JobWaitArgs) -> shellvisor::Result<CallToolResult> {
@@ -292,14 +292,14 @@ impl ShellServer {
         let (session, session_id) = self.session(args.session_id.as_deref()).await?;
         let infos = session.jobs().await?;
         let (structured, text) = JobList::new(&session_id, &infos);
-        Ok(report((structured, text, false)))
+        Ok(tool_result((structured, text, false)))
     }
 
     async fn write_stdin(&self, args: WriteStdinArgs) -> shellvisor::Result<CallToolResult> {
         let (session, _) = self.session(args.session_id.as_deref()).await?;
         let (state, screen) = write_and_settle(&session, &args).await?;
-        let (structured, text) = ScreenReport::new(&JobId::new(args.job_id), state, &screen);
-        Ok(report((structured, text, false)))
+        let (structured, text) = ScreenContent::new(&JobId::new(args.job_id), state, &screen);
+        Ok(tool_result((structured, text, false)))
     }
 
     async fn pty_screen(&self, args: JobArgs) -> shellvisor::Result<CallToolResult> {
@@ -308,8 +308,8 @@ impl ShellServer {
         let term = session.pty(&job_id);
         let screen = term.screen().await?;
         let state = term.state().await?;
-        let (structured, text) = ScreenReport::new(&job_id, state, &screen);
-        Ok(report((structured, text, false)))
+        let (structured, text) = ScreenContent::new(&job_id, state, &screen);
+        Ok(tool_result((structured, text, false)))
     }
 }
 
@@ -358,15 +358,15 @@ async fn result_or_state(
     running_is_error: bool,
 ) -> shellvisor::Result<CallToolResult> {
     match session.wait(job_id, timeout).await? {
-        Some(result) => Ok(report((
-            RunReport::from_result(session_id, &result),
+        Some(result) => Ok(tool_result((
+            RunContent::from_result(session_id, &result),
             result.text.clone(),
             result.is_error,
         ))),
         None => {
             let info = session.job(job_id).await?;
-            let (structured, text) = RunReport::running(session_id, &info);
-            Ok(report((structured, text, running_is_error)))
+            let (structured, text) = RunContent::running(session_id, &info);
+            Ok(tool_result((structured, text, running_is_error)))
         }
     }
 }
@@ -380,7 +380,7 @@ fn parse<T: DeserializeOwned>(
 }
 
 /// A tool result with text for the model and the same facts as structured content.
-fn report<S: Serialize>((structured, text, is_error): (S, String, bool)) -> CallToolResult {
+fn tool_result<S: Serialize>((structured, text, is_error): (S, String, bool)) -> CallToolResult {
     let mut result = if is_error {
         CallToolResult::error(vec![ContentBlock::text(text)])
     } else {

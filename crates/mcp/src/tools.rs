@@ -11,7 +11,7 @@ use serde::Serialize;
 use shellvisor::BackgroundReason;
 use shellvisor::JobId;
 use shellvisor::JobInfo;
-use shellvisor::JobState;
+use shellvisor::JobStatus;
 use shellvisor::PtyState;
 use shellvisor::RunOutcome;
 use shellvisor::RunRequest;
@@ -157,7 +157,7 @@ pub(crate) struct WriteStdinArgs {
 
 /// What `bash`, `job_wait` and `job_kill` report.
 #[derive(Debug, Default, Serialize, JsonSchema)]
-pub(crate) struct RunReport {
+pub(crate) struct RunContent {
     /// `completed` (the result is here), `background` (the job goes on:
     /// follow it with `job_wait`, `job_output`, `write_stdin`), or `running`
     /// (a wait ended before the job did).
@@ -189,7 +189,7 @@ pub(crate) struct RunReport {
     pub wall_time_ms: Option<u64>,
 }
 
-impl RunReport {
+impl RunContent {
     pub(crate) fn from_result(session_id: &str, result: &RunResult) -> Self {
         Self {
             status: "completed".to_owned(),
@@ -276,18 +276,18 @@ fn finished_state(result: &RunResult) -> &'static str {
 
 fn job_state(info: &JobInfo) -> &'static str {
     match (info.state, info.pty_state) {
-        (JobState::Running, Some(PtyState::AwaitingInput)) => "awaiting_input",
-        (JobState::Running, _) => "running",
-        (JobState::Completed, _) => "completed",
-        (JobState::TimedOut, _) => "timed_out",
-        (JobState::Killed, _) => "killed",
+        (JobStatus::Running, Some(PtyState::AwaitingInput)) => "awaiting_input",
+        (JobStatus::Running, _) => "running",
+        (JobStatus::Completed, _) => "completed",
+        (JobStatus::TimedOut, _) => "timed_out",
+        (JobStatus::Killed, _) => "killed",
         _ => "failed",
     }
 }
 
 /// What `job_output` reports.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct OutputReport {
+pub(crate) struct OutputContent {
     /// The job's id.
     pub job_id: String,
     /// Offset of the bytes returned.
@@ -369,7 +369,7 @@ impl JobList {
 
 /// What `write_stdin` and `pty_screen` report.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct ScreenReport {
+pub(crate) struct ScreenContent {
     /// The job's id.
     pub job_id: String,
     /// `running`, `awaiting_input` or `exited`.
@@ -384,7 +384,7 @@ pub(crate) struct ScreenReport {
     pub cursor_col: u16,
 }
 
-impl ScreenReport {
+impl ScreenContent {
     pub(crate) fn new(job_id: &JobId, state: PtyState, screen: &Screen) -> (Self, String) {
         let exit_code = match state {
             PtyState::Exited { code } => code,

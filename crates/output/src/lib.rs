@@ -23,7 +23,6 @@ pub use render::RenderedOutput;
 pub use render::ResultTextParts;
 pub use render::awaiting_input_text;
 pub use render::background_text;
-pub use render::job_label;
 pub use render::render_output;
 pub use render::result_text;
 pub use render::timeout_notice;

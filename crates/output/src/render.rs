@@ -226,21 +226,6 @@ pub fn result_text(parts: &ResultTextParts<'_>) -> String {
     text
 }
 
-/// Longest job label, in characters (the reference tool's).
-const MAX_LABEL_CHARS: usize = 120;
-
-/// A job's label: the command, or its first 117 characters and `...` when it
-/// is longer than 120.
-pub fn job_label(command: &str) -> String {
-    if command.chars().count() <= MAX_LABEL_CHARS {
-        command.to_owned()
-    } else {
-        let mut label: String = command.chars().take(MAX_LABEL_CHARS - 3).collect();
-        label.push_str("...");
-        label
-    }
-}
-
 /// The text of a background job's start, as the reference tool words it: the
 /// output so far (when auto-backgrounded), the notices, then
 ///
@@ -384,10 +369,7 @@ mod tests {
     }
 
     #[test]
-    fn labels_and_background_text_follow_the_reference() {
-        assert_eq!(job_label("sleep 1"), "sleep 1");
-        let long = "x".repeat(130);
-        assert_eq!(job_label(&long), format!("{}...", "x".repeat(117)));
+    fn background_text_follows_the_reference() {
         assert_eq!(
             background_text(
                 "job_1",

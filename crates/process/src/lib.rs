@@ -28,7 +28,7 @@
 compile_error!("shellvisor-process supports Linux only (it relies on pidfd, PDEATHSIG and /proc)");
 
 mod child;
-mod clone_spawn;
+mod clone_into_cgroup;
 pub mod contain;
 mod dirs;
 mod envsnap;
@@ -39,8 +39,8 @@ mod posix_session;
 pub mod pty;
 pub mod script;
 mod shell_io;
-mod spawn;
-mod spawner;
+mod shell_spawn;
+mod spawner_thread;
 mod status;
 
 pub use child::ChildProcess;
@@ -60,10 +60,10 @@ pub use posix_session::live_children;
 pub use shell_io::CommandWriter;
 pub use shell_io::ShellFiles;
 pub use shell_io::StatusReader;
-pub use spawn::ShellSpawnSpec;
-pub use spawn::SpawnedShell;
-pub use spawn::spawn_shell;
-pub use spawner::Spawner;
+pub use shell_spawn::ShellSpawnSpec;
+pub use shell_spawn::SpawnedShell;
+pub use shell_spawn::spawn_shell;
+pub use spawner_thread::Spawner;
 pub use status::EnvRecord;
 pub use status::ShellRecord;
 pub use status::StatusParser;

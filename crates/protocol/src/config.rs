@@ -334,6 +334,18 @@ impl Default for PtyConfig {
     }
 }
 
+impl PtyConfig {
+    /// [`PtyConfig::input_probe_ms`] as a `Duration` (at least 1 ms).
+    pub fn input_probe(&self) -> Duration {
+        Duration::from_millis(self.input_probe_ms.max(1))
+    }
+
+    /// [`PtyConfig::drain_ms`] as a `Duration`.
+    pub fn drain(&self) -> Duration {
+        Duration::from_millis(self.drain_ms)
+    }
+}
+
 impl JobsConfig {
     /// How long a foreground run with `deadline` waits before it is
     /// backgrounded: `min(threshold, deadline - 1 s)`, or `None` when

@@ -48,7 +48,7 @@ pub use result::BackgroundedRun;
 pub use result::ContainmentLayer;
 pub use result::ContainmentReport;
 pub use result::JobInfo;
-pub use result::JobState;
+pub use result::JobStatus;
 pub use result::RunOutcome;
 pub use result::RunResult;
 pub use result::TimeoutInfo;

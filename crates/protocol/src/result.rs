@@ -95,7 +95,7 @@ impl BackgroundReason {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum JobState {
+pub enum JobStatus {
     /// Still running.
     Running,
     /// Exited with status 0.
@@ -117,7 +117,7 @@ pub struct JobInfo {
     /// A short label: the command, cut to 120 characters.
     pub label: String,
     /// Where it stands.
-    pub state: JobState,
+    pub state: JobStatus,
     /// Whether it is (or was) a background job.
     pub background: bool,
     /// When it started, in milliseconds since the Unix epoch.

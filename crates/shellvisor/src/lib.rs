@@ -44,7 +44,7 @@ pub use shellvisor_protocol::InterceptRule;
 pub use shellvisor_protocol::InterceptorConfig;
 pub use shellvisor_protocol::JobId;
 pub use shellvisor_protocol::JobInfo;
-pub use shellvisor_protocol::JobState;
+pub use shellvisor_protocol::JobStatus;
 pub use shellvisor_protocol::JobsConfig;
 pub use shellvisor_protocol::OutputChunk;
 pub use shellvisor_protocol::OutputConfig;

@@ -30,6 +30,7 @@ use shellvisor_protocol::ContainmentReport;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::SessionId;
+use shellvisor_run::RuntimeContext;
 
 use crate::session::Session;
 
@@ -47,10 +48,7 @@ pub struct Runtime {
 #[derive(Debug)]
 pub(crate) struct RuntimeInner {
     root: ActorRef<SupervisorMsg>,
-    spawner: Arc<Spawner>,
-    registry: Arc<ProcessRegistry>,
-    containment: Arc<Containment>,
-    config: Arc<Config>,
+    ctx: Arc<RuntimeContext>,
     running_jobs: Arc<AtomicUsize>,
     shut_down: AtomicBool,
 }
@@ -174,7 +172,6 @@ impl Runtime {
             .clone()
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from("/"));
-        let config = Arc::new(config);
         let running_jobs = Arc::new(AtomicUsize::new(0));
         let interceptor_config = &config.policy.interceptor;
         let interceptor = interceptor_config.enabled.then(|| {
@@ -182,26 +179,30 @@ impl Runtime {
                 .rules
                 .clone()
                 .unwrap_or_else(default_intercept_rules);
-            Arc::new(Interceptor::new(&rules))
+            Interceptor::new(&rules)
         });
-        let args = SupervisorArgs {
-            config: Arc::clone(&config),
+        let base_env = base_env(
+            std::env::vars_os(),
+            config.shell.inherit_env,
+            &config.shell.env,
+        );
+        let ctx = Arc::new(RuntimeContext {
+            config,
             spawner: Arc::clone(&spawner),
             registry: Arc::clone(&registry),
-            runtime_dir: Arc::new(runtime_dir),
-            artifacts_dir: Arc::new(artifacts_dir),
-            base_env: Arc::new(base_env(
-                std::env::vars_os(),
-                config.shell.inherit_env,
-                &config.shell.env,
-            )),
+            containment: Arc::clone(&containment),
+            base_env,
             home: std::env::var_os("HOME").map(PathBuf::from),
             initial_cwd,
-            running_jobs: Arc::clone(&running_jobs),
             interceptor,
-            resolvers: Arc::new(resolvers),
+            resolvers,
             pty_backend,
-            containment: Arc::clone(&containment),
+        });
+        let args = SupervisorArgs {
+            ctx: Arc::clone(&ctx),
+            runtime_dir: Arc::new(runtime_dir),
+            artifacts_dir: Arc::new(artifacts_dir),
+            running_jobs: Arc::clone(&running_jobs),
         };
         let (root, _) = Actor::spawn(None, Supervisor, args)
             .await
@@ -212,10 +213,7 @@ impl Runtime {
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
                 root,
-                spawner,
-                registry,
-                containment,
-                config,
+                ctx,
                 running_jobs,
                 shut_down: AtomicBool::new(false),
             }),
@@ -250,7 +248,7 @@ impl Runtime {
 
     /// The configuration in effect.
     pub fn config(&self) -> &Config {
-        &self.inner.config
+        &self.inner.ctx.config
     }
 
     /// Background jobs running in the whole runtime (the runtime-wide cap,
@@ -261,7 +259,7 @@ impl Runtime {
 
     /// Number of process groups the runtime currently owns (shells and their jobs).
     pub fn live_process_groups(&self) -> usize {
-        self.inner.registry.len()
+        self.inner.ctx.registry.len()
     }
 
     /// Closes every session (their processes get SIGTERM, then SIGKILL after
@@ -281,9 +279,9 @@ impl Runtime {
             .root
             .stop_and_wait(Some("runtime shutdown".to_owned()), Some(SHUTDOWN_TIMEOUT))
             .await;
-        self.inner.registry.kill_all();
-        self.inner.spawner.shutdown();
-        let containment = Arc::clone(&self.inner.containment);
+        self.inner.ctx.registry.kill_all();
+        self.inner.ctx.spawner.shutdown();
+        let containment = Arc::clone(&self.inner.ctx.containment);
         let _ = tokio::task::spawn_blocking(move || containment.close()).await;
     }
 
@@ -291,7 +289,7 @@ impl Runtime {
     /// with a reaper (`cgroup`), the reaper alone (`reaper`), or process
     /// groups only (`process_groups`).
     pub fn containment(&self) -> ContainmentReport {
-        self.inner.containment.report()
+        self.inner.ctx.containment.report()
     }
 }
 
@@ -327,9 +325,9 @@ impl RuntimeInner {
 impl Drop for RuntimeInner {
     fn drop(&mut self) {
         // Not shut down gracefully: kill everything now, synchronously.
-        self.registry.kill_all();
+        self.ctx.registry.kill_all();
         self.root.kill();
-        self.spawner.shutdown();
-        self.containment.close();
+        self.ctx.spawner.shutdown();
+        self.ctx.containment.close();
     }
 }

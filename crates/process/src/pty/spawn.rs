@@ -10,16 +10,16 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use crate::child::ChildProcess;
-use crate::clone_spawn::Launch;
-use crate::clone_spawn::LaunchError;
-use crate::clone_spawn::launch as launch_into_cgroup;
+use crate::clone_into_cgroup::Launch;
+use crate::clone_into_cgroup::LaunchError;
+use crate::clone_into_cgroup::launch as launch_into_cgroup;
 use crate::contain::SessionCgroup;
 use crate::group::ProcessRegistry;
 use crate::posix_session::ProcessSessionId;
 use crate::posix_session::SessionGuard;
-use crate::spawn::ChildSetup;
-use crate::spawn::cgroup_fds;
-use crate::spawn::install_child_setup;
+use crate::shell_spawn::ChildSetup;
+use crate::shell_spawn::cgroup_fds;
+use crate::shell_spawn::install_child_setup;
 
 /// How to start a program on a terminal.
 #[derive(Clone, Debug)]

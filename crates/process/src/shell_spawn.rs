@@ -13,9 +13,9 @@ use std::sync::Arc;
 use rustix::pipe::PipeFlags;
 
 use crate::child::ChildProcess;
-use crate::clone_spawn::Launch;
-use crate::clone_spawn::LaunchError;
-use crate::clone_spawn::launch as launch_into_cgroup;
+use crate::clone_into_cgroup::Launch;
+use crate::clone_into_cgroup::LaunchError;
+use crate::clone_into_cgroup::launch as launch_into_cgroup;
 use crate::contain::SessionCgroup;
 use crate::group::GroupGuard;
 use crate::group::ProcessGroupId;

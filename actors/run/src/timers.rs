@@ -1,5 +1,6 @@
-//! A guard for the tasks and timers an actor owns.
+//! Guards for the tasks and timers an actor owns.
 
+use ractor::MessagingErr;
 use tokio::task::JoinHandle;
 
 /// Aborts a task (a helper task, or a ractor `send_after`/`send_interval`
@@ -13,3 +14,6 @@ impl<T> Drop for AbortOnDrop<T> {
         self.0.abort();
     }
 }
+
+/// A ractor timer (`send_after`) sending `M`, aborted when dropped.
+pub type Timer<M> = AbortOnDrop<Result<(), MessagingErr<M>>>;

@@ -6,7 +6,7 @@
 //! `CLONE_INTO_CGROUP` (Linux 5.7) creates the child in the cgroup instead,
 //! at the cost of a regular fork. std's `Command` cannot pass that flag, so
 //! this module forks and execs by hand, doing in the child exactly what the
-//! `pre_exec` hook of [`crate::spawn`] does, with async-signal-safe calls only.
+//! `pre_exec` hook of [`crate::shell_spawn`] does, with async-signal-safe calls only.
 
 use std::ffi::CString;
 use std::ffi::OsString;
@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use rustix::pipe::PipeFlags;
 
 use crate::script::STATUS_FD;
-use crate::spawn::ChildSetup;
+use crate::shell_spawn::ChildSetup;
 
 /// `struct clone_args` of `clone3(2)`.
 #[repr(C)]
@@ -106,7 +106,7 @@ fn resolve(program: &Path, path_var: Option<&OsString>) -> io::Result<PathBuf> {
 }
 
 /// Forks with `clone3(CLONE_INTO_CGROUP | CLONE_PIDFD)`, sets the child up as
-/// [`crate::spawn::install_child_setup`] would, and execs. Returns the pid
+/// [`crate::shell_spawn::install_child_setup`] would, and execs. Returns the pid
 /// and its pidfd once the exec has succeeded.
 ///
 /// # Errors

@@ -1,0 +1,178 @@
+//! Driving the run: starting it on its runner, killing it, finishing it and
+//! handing its result out exactly once.
+
+use std::time::Duration;
+
+use ractor::ActorRef;
+use ractor::DerivedActorRef;
+use ractor::RpcReplyPort;
+use shellvisor_actor_pty::PtyMsg;
+use shellvisor_actor_shell::ExecRequest;
+use shellvisor_actor_shell::ShellMsg;
+use shellvisor_protocol::PtyState;
+use shellvisor_protocol::Result;
+use shellvisor_protocol::RunOutcome;
+use shellvisor_protocol::RunResult;
+use shellvisor_protocol::SessionEvent;
+use shellvisor_run::AbortOnDrop;
+use shellvisor_run::KillReason;
+use shellvisor_run::RunNotice;
+use shellvisor_run::RunReport;
+
+use crate::actor::Caller;
+use crate::actor::JobState;
+use crate::actor::RunnerRef;
+use crate::messages::JobMsg;
+use crate::messages::JobNotice;
+use crate::result::build_result;
+
+/// Extra time, past the kill grace, that a runner may take to report a killed run.
+const UNRESPONSIVE_AFTER_KILL: Duration = Duration::from_secs(5);
+
+impl JobState {
+    /// Sends the command to the shell (a terminal run starts with its
+    /// PtySession instead).
+    pub(crate) fn exec(&self, myself: &ActorRef<JobMsg>) {
+        let RunnerRef::Shell { shell, .. } = &self.runner else {
+            return;
+        };
+        let reply_to: DerivedActorRef<RunNotice> = myself.get_derived();
+        let request = ExecRequest {
+            command: self.plan.command.clone(),
+            cwd: self.plan.cwd.clone(),
+            env: self.plan.env.clone(),
+            sink: self.feed.clone(),
+            reply_to,
+        };
+        if shell.cast(ShellMsg::Exec(request)).is_err() {
+            let _ = myself.cast(JobMsg::Runner(RunNotice::Finished(Box::new(
+                RunReport::refused("the shell had already stopped"),
+            ))));
+        }
+    }
+
+    /// Asks the runner to kill the run's process tree (once), with a
+    /// watchdog in case it never reports.
+    pub(crate) fn kill(&mut self, myself: &ActorRef<JobMsg>, reason: KillReason) {
+        if self.kill_sent {
+            return;
+        }
+        self.kill_sent = true;
+        let sent = match &self.runner {
+            RunnerRef::Shell { shell, .. } => shell.cast(ShellMsg::Kill(reason)).is_ok(),
+            RunnerRef::Pty {
+                session: Some(pty), ..
+            } => pty.cast(PtyMsg::Kill(reason)).is_ok(),
+            RunnerRef::Pty { session: None, .. } => false,
+        };
+        if !sent {
+            let _ = myself.cast(JobMsg::ShellGone {
+                reason: "the shell stopped before it could be killed".to_owned(),
+            });
+        }
+        let wait = self.ctx.config.timeouts.kill_grace() + UNRESPONSIVE_AFTER_KILL;
+        self.timers.watchdog = Some(AbortOnDrop(
+            myself.send_after(wait, || JobMsg::Unresponsive),
+        ));
+    }
+
+    /// The run is over: build the result, free the shell and the slot, and
+    /// hand the result to its caller, its waiters or the completion stream.
+    pub(crate) fn finish(&mut self, myself: &ActorRef<JobMsg>, report: RunReport) {
+        if self.delivery.result.is_some() {
+            return;
+        }
+        // Dropping the timers aborts them.
+        self.timers.deadline = None;
+        self.timers.auto_background = None;
+        self.timers.watchdog = None;
+        tracing::trace!(target: "shellvisor::stage", "job: finished received");
+        let (result, release) = build_result(
+            &self.job_id,
+            &self.plan,
+            report,
+            self.started.elapsed(),
+            self.ctx.config.output.inline_bytes,
+        );
+        let result = Box::new(result);
+        if let RunnerRef::Pty { state, .. } = &mut self.runner {
+            *state = PtyState::Exited {
+                code: result.exit_code,
+            };
+        }
+        // The slot is free as soon as the run is over.
+        self.slot = None;
+        let background = matches!(self.caller, Caller::Backgrounded);
+        // A wait that takes the result is its delivery, so the completion
+        // stream gets it only when nobody waits.
+        self.delivery.waiters.retain(|waiter| !waiter.is_closed());
+        let deliver = background && !self.delivery.delivered && self.delivery.waiters.is_empty();
+        // The Session must learn the shell (and the terminal slot) is free
+        // before any caller, waiter or not, can send its next request.
+        let _ = self.notify.send_message(JobNotice::Finished {
+            job_id: self.job_id.clone(),
+            release,
+            deliver,
+        });
+        let _ = self.events.send(SessionEvent::JobFinished {
+            job_id: self.job_id.clone(),
+            exit_code: result.exit_code,
+            timed_out: result.timed_out,
+        });
+        let mut waited = false;
+        for waiter in self.delivery.waiters.drain(..) {
+            if waiter.send(Ok(result.clone())).is_ok() {
+                self.delivery.delivered = true;
+                waited = true;
+            }
+        }
+        if background && !deliver && !self.delivery.delivered && !waited {
+            // Every waiter left just now: the stream must have it after all.
+            let _ = self.notify.send_message(JobNotice::Undelivered {
+                job_id: self.job_id.clone(),
+            });
+        }
+        if matches!(self.caller, Caller::Waiting(_))
+            && let Caller::Waiting(reply) = std::mem::replace(&mut self.caller, Caller::Answered)
+        {
+            if reply
+                .send(Ok(RunOutcome::Completed((*result).clone())))
+                .is_ok()
+            {
+                self.delivery.delivered = true;
+            }
+            tracing::trace!(target: "shellvisor::stage", "job: replied");
+        }
+        for killer in self.delivery.kill_waiters.drain(..) {
+            let _ = killer.send(Ok(()));
+        }
+        self.delivery.result = Some(result);
+        self.arm_eviction(myself);
+    }
+
+    /// A wait for the result: answered at once if the run has finished (a
+    /// wait that returns the result counts as its delivery).
+    pub(crate) fn wait(&mut self, reply: RpcReplyPort<Result<Box<RunResult>>>) {
+        match &self.delivery.result {
+            Some(result) => {
+                if reply.send(Ok(result.clone())).is_ok() {
+                    self.delivery.delivered = true;
+                }
+            }
+            None => self.delivery.waiters.push(reply),
+        }
+    }
+
+    /// The completion stream asks for the result: it gets it if the run has
+    /// finished and nobody had it yet; it then counts as delivered.
+    pub(crate) fn claim(&mut self, reply: RpcReplyPort<Option<Box<RunResult>>>) {
+        let claim = match &self.delivery.result {
+            Some(result) if !self.delivery.delivered => Some(result.clone()),
+            _ => None,
+        };
+        let claimed = claim.is_some();
+        if reply.send(claim).is_ok() && claimed {
+            self.delivery.delivered = true;
+        }
+    }
+}

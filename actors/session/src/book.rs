@@ -1,0 +1,263 @@
+//! The session's jobs: which exist, in what order they started and
+//! finished, and whose results still wait for the completion stream.
+//!
+//! The book is the one owner of these facts; the Session asks it what to
+//! do (which jobs to evict, which result to hand to which waiter) and
+//! carries it out, so the book is tested without actors.
+
+use std::collections::HashMap;
+use std::collections::VecDeque;
+
+use ractor::ActorId;
+use ractor::ActorRef;
+use ractor::RpcReplyPort;
+use shellvisor_actor_job::JobMsg;
+use shellvisor_protocol::JobId;
+use shellvisor_protocol::RunResult;
+
+/// What the book needs of a job handle: its actor's id.
+pub(crate) trait BookJob: Clone {
+    /// The job actor's id.
+    fn key(&self) -> ActorId;
+}
+
+impl BookJob for ActorRef<JobMsg> {
+    fn key(&self) -> ActorId {
+        self.get_id()
+    }
+}
+
+/// A consumer of the completion stream, waiting for the next result.
+pub(crate) type CompletionWaiter = RpcReplyPort<Box<RunResult>>;
+
+/// A session's retained jobs.
+#[derive(Debug)]
+pub(crate) struct JobBook<J> {
+    jobs: HashMap<JobId, Booked<J>>,
+    /// Job ids by actor id (supervision events name actors).
+    by_actor: HashMap<ActorId, JobId>,
+    /// Every retained job, oldest start first (for listing).
+    started: VecDeque<JobId>,
+    /// Finished jobs, oldest finish first (for eviction).
+    finished: VecDeque<JobId>,
+    /// Finished background jobs whose result nobody has taken yet.
+    undelivered: VecDeque<JobId>,
+    /// Consumers waiting for the next completion.
+    waiters: VecDeque<CompletionWaiter>,
+}
+
+#[derive(Debug)]
+struct Booked<J> {
+    job: J,
+    /// A terminal run that has not finished (counts against the PTY cap).
+    terminal_running: bool,
+    finished: bool,
+}
+
+impl<J: BookJob> Default for JobBook<J> {
+    fn default() -> Self {
+        Self {
+            jobs: HashMap::new(),
+            by_actor: HashMap::new(),
+            started: VecDeque::new(),
+            finished: VecDeque::new(),
+            undelivered: VecDeque::new(),
+            waiters: VecDeque::new(),
+        }
+    }
+}
+
+impl<J: BookJob> JobBook<J> {
+    /// Records a started job.
+    pub(crate) fn add(&mut self, id: JobId, job: J, on_terminal: bool) {
+        self.by_actor.insert(job.key(), id.clone());
+        self.started.push_back(id.clone());
+        self.jobs.insert(
+            id,
+            Booked {
+                job,
+                terminal_running: on_terminal,
+                finished: false,
+            },
+        );
+    }
+
+    /// The job `id`, if this session retains it.
+    pub(crate) fn get(&self, id: &JobId) -> Option<&J> {
+        self.jobs.get(id).map(|booked| &booked.job)
+    }
+
+    /// Terminal runs that have not finished.
+    pub(crate) fn running_terminals(&self) -> usize {
+        self.jobs.values().filter(|b| b.terminal_running).count()
+    }
+
+    /// Every retained job, oldest start first.
+    pub(crate) fn in_start_order(&self) -> Vec<J> {
+        self.started
+            .iter()
+            .filter_map(|id| self.get(id).cloned())
+            .collect()
+    }
+
+    /// `id` finished. Returns the jobs to evict now that one more finished
+    /// job is retained (beyond `max_retained`, oldest first), or `None` when
+    /// `id` is unknown or already finished (a repeated notice).
+    pub(crate) fn finish(&mut self, id: &JobId, max_retained: usize) -> Option<Vec<J>> {
+        let booked = self.jobs.get_mut(id).filter(|b| !b.finished)?;
+        booked.finished = true;
+        booked.terminal_running = false;
+        self.finished.push_back(id.clone());
+        let mut evicted = Vec::new();
+        while self.finished.len() > max_retained {
+            if let Some(old) = self.finished.pop_front()
+                && let Some(job) = self.get(&old)
+            {
+                evicted.push(job.clone());
+            }
+        }
+        Some(evicted)
+    }
+
+    /// A job's actor stopped: the job is forgotten. Returns its id.
+    pub(crate) fn forget(&mut self, actor: &ActorId) -> Option<JobId> {
+        let id = self.by_actor.remove(actor)?;
+        self.jobs.remove(&id);
+        self.started.retain(|j| j != &id);
+        self.finished.retain(|j| j != &id);
+        self.undelivered.retain(|j| j != &id);
+        Some(id)
+    }
+
+    /// `id`'s result belongs on the completion stream.
+    pub(crate) fn queue_completion(&mut self, id: JobId) {
+        self.undelivered.push_back(id);
+    }
+
+    /// A consumer waits for the next completion.
+    pub(crate) fn add_waiter(&mut self, waiter: CompletionWaiter) {
+        self.waiters.push_back(waiter);
+    }
+
+    /// The next undelivered job to claim a result from, when someone waits
+    /// for one (consumers that left are dropped first).
+    pub(crate) fn next_to_deliver(&mut self) -> Option<(JobId, J)> {
+        self.waiters.retain(|waiter| !waiter.is_closed());
+        if self.waiters.is_empty() {
+            return None;
+        }
+        while let Some(id) = self.undelivered.pop_front() {
+            if let Some(job) = self.get(&id).cloned() {
+                return Some((id, job));
+            }
+        }
+        None
+    }
+
+    /// The oldest waiting consumer.
+    pub(crate) fn next_waiter(&mut self) -> Option<CompletionWaiter> {
+        self.waiters.pop_front()
+    }
+
+    /// A claimed result could not be handed on: it is next in line again.
+    pub(crate) fn requeue_first(&mut self, id: JobId) {
+        self.undelivered.push_front(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    struct Fake(u64);
+
+    impl BookJob for Fake {
+        fn key(&self) -> ActorId {
+            ActorId::Local(self.0)
+        }
+    }
+
+    fn id(n: u64) -> JobId {
+        JobId::new(format!("job-{n}"))
+    }
+
+    fn book(n: u64) -> JobBook<Fake> {
+        let mut book = JobBook::default();
+        for i in 1..=n {
+            book.add(id(i), Fake(i), false);
+        }
+        book
+    }
+
+    fn waiter() -> (
+        CompletionWaiter,
+        tokio::sync::oneshot::Receiver<Box<RunResult>>,
+    ) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (RpcReplyPort::from(tx), rx)
+    }
+
+    #[test]
+    fn jobs_list_in_start_order_and_are_forgotten_when_their_actor_stops() {
+        let mut book = book(3);
+        assert_eq!(book.in_start_order(), vec![Fake(1), Fake(2), Fake(3)]);
+        assert_eq!(book.forget(&Fake(2).key()), Some(id(2)));
+        assert_eq!(book.get(&id(2)), None);
+        assert_eq!(book.in_start_order(), vec![Fake(1), Fake(3)]);
+        assert_eq!(book.forget(&Fake(2).key()), None);
+    }
+
+    #[test]
+    fn finishing_evicts_the_oldest_finished_beyond_the_limit_once() {
+        let mut book = book(4);
+        assert_eq!(book.finish(&id(3), 2), Some(vec![]));
+        assert_eq!(book.finish(&id(1), 2), Some(vec![]));
+        assert_eq!(book.finish(&id(1), 2), None, "a repeated notice");
+        assert_eq!(book.finish(&id(9), 2), None, "unknown");
+        assert_eq!(book.finish(&id(4), 2), Some(vec![Fake(3)]));
+        // Still retained until its actor stops.
+        assert_eq!(book.get(&id(3)), Some(&Fake(3)));
+        assert_eq!(book.forget(&Fake(3).key()), Some(id(3)));
+        assert_eq!(book.finish(&id(2), 2), Some(vec![Fake(1)]));
+    }
+
+    #[test]
+    fn terminal_runs_count_until_they_finish() {
+        let mut book = book(1);
+        book.add(id(2), Fake(2), true);
+        book.add(id(3), Fake(3), true);
+        assert_eq!(book.running_terminals(), 2);
+        book.finish(&id(2), 10);
+        assert_eq!(book.running_terminals(), 1);
+        book.forget(&Fake(3).key());
+        assert_eq!(book.running_terminals(), 0);
+    }
+
+    #[test]
+    fn completions_wait_for_a_live_consumer_and_keep_their_order() {
+        let mut book = book(3);
+        book.queue_completion(id(1));
+        book.queue_completion(id(2));
+        assert_eq!(book.next_to_deliver(), None, "nobody waits");
+        let (gone, rx) = waiter();
+        drop(rx);
+        book.add_waiter(gone);
+        assert_eq!(book.next_to_deliver(), None, "a consumer that left");
+        let (live, _rx) = waiter();
+        book.add_waiter(live);
+        assert_eq!(book.next_to_deliver(), Some((id(1), Fake(1))));
+        book.requeue_first(id(1));
+        assert_eq!(book.next_to_deliver(), Some((id(1), Fake(1))));
+        assert!(book.next_waiter().is_some());
+        assert_eq!(book.next_to_deliver(), None);
+        // A forgotten job's completion is skipped.
+        let (live, _rx2) = waiter();
+        book.add_waiter(live);
+        book.forget(&Fake(2).key());
+        book.queue_completion(id(3));
+        assert_eq!(book.next_to_deliver(), Some((id(3), Fake(3))));
+    }
+}

@@ -1,0 +1,433 @@
+//! A started shell: its bash, files, I/O task and the kill in progress.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::ActorProcessingErr;
+use ractor::ActorRef;
+use ractor::DerivedActorRef;
+use shellvisor_policy::ShellTraits;
+use shellvisor_policy::may_change_environment;
+use shellvisor_process::CommandWriter;
+use shellvisor_process::EnvRecord;
+use shellvisor_process::ExitInfo;
+use shellvisor_process::GroupGuard;
+use shellvisor_process::OutputFifo;
+use shellvisor_process::PrivateDir;
+use shellvisor_process::ShellFiles;
+use shellvisor_process::ShellRecord;
+use shellvisor_process::Signal;
+use shellvisor_process::StatusReader;
+use shellvisor_process::spawn_shell;
+use shellvisor_protocol::random_token;
+use shellvisor_run::AbortOnDrop;
+use shellvisor_run::Escalation;
+use shellvisor_run::KillReason;
+use shellvisor_run::RunEnd;
+use shellvisor_run::RunNotice;
+use shellvisor_run::RunReport;
+use tokio::sync::mpsc;
+use tokio::sync::oneshot;
+use tokio::sync::watch;
+
+use crate::actor::ShellArgs;
+use crate::io::IoCommand;
+use crate::io::RunIo;
+use crate::io::io_task;
+use crate::messages::ExecRequest;
+use crate::messages::ShellMsg;
+
+/// Random bytes in a shell's nonce prefix (each run appends a counter).
+const NONCE_BYTES: usize = 10;
+/// How long a run waits for the previous run's environment record.
+const ENV_RECORD_WAIT: Duration = Duration::from_secs(1);
+/// How long after a scan that found bash alone a released shell looks again
+/// before stopping. A scan of `/proc` is not atomic: a child that forks and
+/// exits while the scan runs (a daemon's double fork) can hide its grandchild,
+/// which would die with the group before it leaves it.
+const ALONE_CONFIRM: Duration = Duration::from_millis(50);
+
+#[derive(Debug)]
+/// A running bash and everything the Shell actor holds for it.
+pub(crate) struct LiveShell {
+    kill_grace: Duration,
+    group: GroupGuard,
+    files: ShellFiles,
+    writer: CommandWriter,
+    nonce_prefix: String,
+    runs: u64,
+    next_fifo: Option<OutputFifo>,
+    io: mpsc::UnboundedSender<IoCommand>,
+    env: watch::Receiver<EnvRecord>,
+    /// Nonce of the last run that reports its environment, until its record is in.
+    env_pending: Option<String>,
+    exit: watch::Receiver<Option<ExitInfo>>,
+    reap: Option<oneshot::Sender<()>>,
+    busy: bool,
+    /// Set once the shell is released: how often to check for the processes
+    /// its commands left running.
+    retain_poll: Option<Duration>,
+    /// Consecutive scans that found bash alone in its group.
+    alone_scans: u8,
+    /// Set once the runtime kills the group (why, and the KILL to follow).
+    killing: Option<Escalation<ShellMsg>>,
+    exited: Option<ExitInfo>,
+    _watch_task: AbortOnDrop<()>,
+    _dir: PrivateDir,
+}
+
+impl LiveShell {
+    /// Spawns bash, writes its start-up script and waits until it reports ready.
+    pub(crate) async fn start(
+        myself: &ActorRef<ShellMsg>,
+        args: ShellArgs,
+    ) -> Result<LiveShell, ActorProcessingErr> {
+        tracing::trace!(target: "shellvisor::stage", "shell: starting");
+        let dir = PrivateDir::create_unique(&args.parent_dir, "sh-")?;
+        let files = ShellFiles::create(dir.path())?;
+        let registry = Arc::clone(&args.ctx.registry);
+        let spec = args.spawn.clone();
+        let spawned = args
+            .ctx
+            .spawner
+            .run(move || spawn_shell(&spec, &registry))
+            .await
+            .ok_or("the runtime is shutting down")??;
+        tracing::trace!(target: "shellvisor::stage", "shell: bash spawned");
+        let group = spawned.group;
+        let mut child = spawned.child;
+        let mut writer = CommandWriter::new(spawned.stdin)?;
+        let mut status = StatusReader::new(spawned.status)?;
+
+        let nonce_prefix = random_token(NONCE_BYTES)?;
+        let nonce = format!("{nonce_prefix}i");
+        let init_line = files.write_init(&nonce)?;
+        // A shell that dies at once closes its stdin; the exit below says why.
+        let _ = writer.send(&init_line).await;
+        let ready = tokio::time::timeout(args.ctx.config.shell.startup_timeout(), async {
+        tokio::select! {
+            record = status.next() => match record {
+                Ok(Some(ShellRecord::Status(record))) if record.nonce == nonce => Ok(()),
+                Ok(Some(_)) => Err("the shell reported an unexpected status record".to_owned()),
+                Ok(None) | Err(_) => match child.exited().await {
+                    Ok(exit) => Err(format!("the shell exited during start-up with status {}", exit.shell_status())),
+                    Err(err) => Err(format!("the shell closed its status channel during start-up: {err}")),
+                },
+            },
+            exit = child.exited() => Err(match exit {
+                Ok(exit) => format!("the shell exited during start-up with status {}", exit.shell_status()),
+                Err(err) => format!("could not watch the shell: {err}"),
+            }),
+        }
+    })
+    .await;
+        match ready {
+            Ok(Ok(())) => tracing::trace!(target: "shellvisor::stage", "shell: bash ready"),
+            Ok(Err(reason)) => return Err(reason.into()),
+            Err(_) => {
+                return Err(format!(
+                    "the shell did not become ready within {} ms",
+                    args.ctx.config.shell.startup_timeout().as_millis()
+                )
+                .into());
+            }
+        }
+
+        let (env_tx, env_rx) = match args.env {
+            Some(tx) => {
+                let rx = tx.subscribe();
+                (tx, rx)
+            }
+            None => watch::channel(EnvRecord::default()),
+        };
+        let (io, commands) = mpsc::unbounded_channel();
+        // Not aborted with the actor: a run in progress always gets its report.
+        tokio::spawn(io_task(status, commands, myself.clone(), env_tx));
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let (reap_tx, reap_rx) = oneshot::channel::<()>();
+        let watch_task = {
+            let myself = myself.clone();
+            tokio::spawn(async move {
+                match child.exited().await {
+                    Ok(info) => {
+                        let _ = exit_tx.send(Some(info));
+                        let _ = myself.cast(ShellMsg::Exited(info));
+                    }
+                    Err(err) => tracing::warn!(%err, "could not watch the shell process"),
+                }
+                // Reap only once the group is dead (or the actor is gone), so the
+                // pid (and the group id) cannot be reused while it is being killed.
+                let _ = reap_rx.await;
+                if let Err(err) = child.reap() {
+                    tracing::debug!(%err, "reaping the shell");
+                }
+            })
+        };
+        let mut live = LiveShell {
+            kill_grace: args.ctx.config.timeouts.kill_grace(),
+            group,
+            files,
+            writer,
+            nonce_prefix,
+            runs: 0,
+            next_fifo: None,
+            io,
+            env: env_rx,
+            env_pending: Some(nonce.clone()),
+            exit: exit_rx,
+            reap: Some(reap_tx),
+            busy: false,
+            retain_poll: None,
+            alone_scans: 0,
+            killing: None,
+            exited: None,
+            _watch_task: AbortOnDrop(watch_task),
+            _dir: dir,
+        };
+        live.prepare_fifo(false);
+        Ok(live)
+    }
+
+    pub(crate) async fn exec(&mut self, request: ExecRequest) {
+        tracing::trace!(target: "shellvisor::stage", "shell: exec received");
+        if self.exited.is_some() || self.killing.is_some() {
+            return refuse(&request.reply_to, "the shell has ended");
+        }
+        if self.busy {
+            return refuse(&request.reply_to, "the shell is already running a command");
+        }
+        self.runs += 1;
+        let nonce = format!("{}{}", self.nonce_prefix, self.runs);
+        let env_record = self.may_change_environment(&request.command).await;
+        let written = self.files.write_run(
+            &nonce,
+            &request.command,
+            request.cwd.as_deref(),
+            &request.env,
+            env_record,
+        );
+        if let Err(err) = written {
+            return refuse(
+                &request.reply_to,
+                &format!("could not write the command file: {err}"),
+            );
+        }
+        tracing::trace!(target: "shellvisor::stage", "shell: files written");
+        let fifo = match self.next_fifo.take() {
+            Some(fifo) => fifo,
+            None => match OutputFifo::create(self.files.fifo_path()) {
+                Ok(fifo) => fifo,
+                Err(err) => {
+                    return refuse(
+                        &request.reply_to,
+                        &format!("could not create the output pipe: {err}"),
+                    );
+                }
+            },
+        };
+        self.env_pending = env_record.then(|| nonce.clone());
+        let start = IoCommand::Start(RunIo {
+            nonce,
+            fifo,
+            sink: request.sink,
+            reply_to: request.reply_to,
+            env_follows: env_record,
+        });
+        if let Err(mpsc::error::SendError(IoCommand::Start(io))) = self.io.send(start) {
+            return refuse(&io.reply_to, "the shell's I/O stopped");
+        }
+        self.busy = true;
+        tracing::trace!(target: "shellvisor::stage", "shell: fifo ready, pump spawned");
+        if let Err(err) = self.writer.send(self.files.run_line()).await {
+            // The shell is gone; its exit is reported by the watcher.
+            tracing::debug!(%err, "writing to the shell failed");
+        }
+    }
+
+    /// Whether `command` may change the exported environment, judged with the
+    /// shell's functions, aliases and traps as of the previous run (whose
+    /// environment record, if one was asked for, is awaited first: bash writes
+    /// it before reading the next line anyway).
+    async fn may_change_environment(&mut self, command: &str) -> bool {
+        if let Some(nonce) = self.env_pending.take() {
+            let arrived = tokio::time::timeout(
+                ENV_RECORD_WAIT,
+                self.env.wait_for(|record| record.nonce == nonce),
+            )
+            .await;
+            if !matches!(arrived, Ok(Ok(_))) {
+                // Without the latest traits, assume the worst.
+                return true;
+            }
+        }
+        let traits = {
+            let record = self.env.borrow();
+            ShellTraits {
+                functions: record.functions.iter().cloned().collect(),
+                aliases: record.aliases,
+                traps: record.traps,
+            }
+        };
+        may_change_environment(command, &traits)
+    }
+
+    /// Prepares the next run's output FIFO while the shell is idle, off the
+    /// next caller's path: the last one reopened when `reusable` (its run's
+    /// output reached end-of-file and every descriptor of it is closed), a
+    /// new one otherwise (a `&` child still writes to the last one). A
+    /// failure is retried when the run starts.
+    fn prepare_fifo(&mut self, reusable: bool) {
+        if self.next_fifo.is_some() || self.exited.is_some() {
+            return;
+        }
+        let path = self.files.fifo_path();
+        let prepared = if reusable {
+            OutputFifo::reopen(path).or_else(|_| OutputFifo::create(path))
+        } else {
+            OutputFifo::create(path)
+        };
+        match prepared {
+            Ok(fifo) => self.next_fifo = Some(fifo),
+            Err(err) => tracing::debug!(%err, "could not prepare the next output pipe"),
+        }
+    }
+
+    /// Counts the live processes in the group other than bash, off the
+    /// actor's thread (it reads `/proc`, which is slow), and reports back.
+    pub(crate) fn count_children(&self, myself: &ActorRef<ShellMsg>) {
+        let group = self.group.group();
+        let myself = myself.clone();
+        tokio::task::spawn_blocking(move || {
+            let shell_pid = group.as_raw();
+            let others = group
+                .live_members()
+                .into_iter()
+                .filter(|pid| *pid != shell_pid)
+                .count();
+            let _ = myself.cast(ShellMsg::ChildrenCounted(others));
+        });
+    }
+
+    /// A released shell stops once nothing but bash is left in its group (seen
+    /// by two scans [`ALONE_CONFIRM`] apart); until then (a `server &` its
+    /// commands started) it stays, checking again after the poll interval.
+    pub(crate) fn release_if_alone(&mut self, myself: &ActorRef<ShellMsg>, others: usize) {
+        let Some(poll) = self.retain_poll else {
+            return;
+        };
+        if self.busy || self.killing.is_some() {
+            return;
+        }
+        if others == 0 {
+            self.alone_scans += 1;
+            if self.alone_scans >= 2 {
+                self.kill(myself, KillReason::Release);
+            } else {
+                myself.send_after(ALONE_CONFIRM, || ShellMsg::CheckChildren);
+            }
+        } else {
+            self.alone_scans = 0;
+            tracing::debug!(
+                others,
+                "released shell kept alive for processes its commands left running"
+            );
+            myself.send_after(poll, || ShellMsg::CheckChildren);
+        }
+    }
+
+    pub(crate) fn kill(&mut self, myself: &ActorRef<ShellMsg>, reason: KillReason) {
+        if self.killing.is_some() {
+            return;
+        }
+        self.killing = Some(Escalation::begin(
+            reason,
+            &self.group,
+            myself,
+            self.kill_grace,
+            || ShellMsg::Escalate,
+        ));
+    }
+
+    fn end_run(&mut self, end: RunEnd) {
+        let _ = self.io.send(IoCommand::End(end));
+    }
+
+    /// The run's status was read and its output drained: the shell is idle.
+    pub(crate) fn run_completed(&mut self, fifo_reusable: bool) {
+        self.busy = false;
+        self.prepare_fifo(fifo_reusable);
+    }
+
+    /// The shell is no longer needed: it stops once the processes its
+    /// commands left running (`server &`) are gone, checking every `poll`.
+    pub(crate) fn release(&mut self, myself: &ActorRef<ShellMsg>, poll: Duration) {
+        self.retain_poll = Some(poll);
+        self.count_children(myself);
+    }
+
+    /// Whether a run is in progress.
+    pub(crate) fn is_busy(&self) -> bool {
+        self.busy
+    }
+
+    /// bash exited: the run in progress, if any, ends, and the rest of the
+    /// group is killed.
+    pub(crate) fn exited(&mut self, myself: &ActorRef<ShellMsg>, info: ExitInfo) {
+        self.exited = Some(info);
+        self.busy = false;
+        self.end_run(RunEnd::ShellExited {
+            exit: info,
+            killed: self.killing.as_ref().map(Escalation::reason),
+        });
+        if self.killing.is_none() {
+            self.kill(myself, KillReason::ShellEnded);
+        }
+    }
+
+    /// The kill's grace period passed: SIGKILL to the group. Returns whether
+    /// the shell is over (bash has exited; the actor stops).
+    pub(crate) fn grace_elapsed(&mut self, myself: &ActorRef<ShellMsg>) -> bool {
+        let Some(killing) = self.killing.as_mut() else {
+            return false;
+        };
+        killing.grace_elapsed(&self.group);
+        if self.exited.is_some() {
+            self.finish();
+            return true;
+        }
+        // KILL was sent; the exit watcher reports shortly.
+        killing.rearm(myself);
+        false
+    }
+
+    /// A graceful stop (the actor is stopping): TERM and CONT, up to the
+    /// grace period for bash to exit, then KILL to what is left.
+    pub(crate) async fn stop(&mut self) {
+        if self.exited.is_none() {
+            let _ = self.group.signal(Signal::Term);
+            let _ = self.group.signal(Signal::Cont);
+            let mut exit = self.exit.clone();
+            let _ = tokio::time::timeout(self.kill_grace, exit.wait_for(Option::is_some)).await;
+        }
+        self.finish();
+    }
+
+    /// The group is dead: stop guarding it and let the watcher reap the shell.
+    fn finish(&mut self) {
+        if let Err(err) = self.group.signal(Signal::Kill) {
+            tracing::warn!(%err, "could not kill shell process group");
+        }
+        self.group.release();
+        if let Some(reap) = self.reap.take() {
+            let _ = reap.send(());
+        }
+        if let Some(killing) = self.killing.as_mut() {
+            killing.settle();
+        }
+    }
+}
+
+/// Tells a Job its run was refused before anything ran.
+pub(crate) fn refuse(reply_to: &DerivedActorRef<RunNotice>, reason: &str) {
+    let _ = reply_to.send_message(RunNotice::Finished(Box::new(RunReport::refused(reason))));
+}

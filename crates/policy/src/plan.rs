@@ -1,0 +1,374 @@
+//! Request planning: a [`RunRequest`] validated and shaped into a [`RunPlan`].
+
+use std::path::Path;
+use std::path::PathBuf;
+
+use shellvisor_protocol::Config;
+use shellvisor_protocol::Error;
+use shellvisor_protocol::Result;
+use shellvisor_protocol::RunRequest;
+
+use crate::cd_rewrite::rewrite_leading_cd;
+use crate::cwd::resolve_cwd;
+use crate::env::validate_command;
+use crate::env::validate_env;
+use crate::interceptor::Interceptor;
+use crate::timeout::TimeoutDecision;
+use crate::timeout::resolve_timeout;
+use crate::urls::INTERNAL_SCHEMES;
+use crate::urls::UrlContext;
+use crate::urls::UrlTarget;
+use crate::urls::expand_internal_urls;
+
+/// The reference tool's refusal of `async` when it is turned off.
+pub const ASYNC_DISABLED: &str =
+    "Async bash execution is disabled. Enable async.enabled to use async mode.";
+/// Longest job label, in characters (the reference tool's).
+const MAX_LABEL_CHARS: usize = 120;
+
+/// A validated, shaped run, ready to execute.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunPlan {
+    /// The command text to run (after the `cd` rewrite and URL expansion).
+    pub command: String,
+    /// Its label: the request's command, cut to 120 characters.
+    pub label: String,
+    /// Directory to `cd` into first.
+    pub cwd: Option<PathBuf>,
+    /// Variables for this call only (URLs in their values expanded).
+    pub env: Vec<(String, String)>,
+    /// The deadline.
+    pub timeout: TimeoutDecision,
+    /// Notices decided while planning (timeout clamping); the Session adds
+    /// its own (a terminal fallback).
+    pub notices: Vec<String>,
+}
+
+/// What planning reads besides the request.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanContext<'a> {
+    /// The runtime configuration (policy switches, async, timeouts).
+    pub config: &'a Config,
+    /// The interceptor, when it is enabled.
+    pub interceptor: Option<&'a Interceptor>,
+    /// Where internal URLs resolve.
+    pub urls: UrlContext<'a>,
+    /// The session's working directory (relative `cwd`s join it).
+    pub session_cwd: &'a Path,
+    /// The home directory, for `~` in `cwd`.
+    pub home: Option<&'a Path>,
+}
+
+/// Validates and shapes `request`, in the reference tool's order: env
+/// names, the command, the leading `cd` rewrite, the async switch, the
+/// interceptor, internal URLs (command, env values, cwd), cwd, timeout.
+/// Nothing runs; the only I/O is what the rules name (`stat` of the cwd,
+/// creating `local://` parents).
+///
+/// ```
+/// use std::path::Path;
+/// use shellvisor_policy::{PlanContext, UrlContext, plan};
+/// use shellvisor_protocol::{Config, RunRequest};
+///
+/// let config = Config::default();
+/// let ctx = PlanContext {
+///     config: &config,
+///     interceptor: None,
+///     urls: UrlContext { local_root: Path::new("/tmp/l"), artifacts_dir: Path::new("/tmp/a"), resolvers: &[] },
+///     session_cwd: Path::new("/"),
+///     home: None,
+/// };
+/// let planned = plan(&RunRequest::new("cd /tmp && ls").timeout_secs(7200), &ctx).unwrap();
+/// assert_eq!(planned.command, "ls");
+/// assert_eq!(planned.cwd.as_deref(), Some(Path::new("/tmp")));
+/// assert_eq!(planned.timeout.info.effective_secs, Some(3600));
+/// ```
+///
+/// # Errors
+/// `invalid_env_name`, `reserved_env_name`, `invalid_request` (a command
+/// with a NUL byte, async when disabled, a cwd naming an internal scheme that
+/// did not resolve), an interceptor's refusal (`blocked`), `invalid_cwd`.
+pub fn plan(request: &RunRequest, ctx: &PlanContext<'_>) -> Result<RunPlan> {
+    validate_env(&request.env)?;
+    validate_command(&request.command)?;
+    let policy = &ctx.config.policy;
+    let mut command = request.command.clone();
+    let mut cwd = request.cwd.clone();
+    let mut stripped = None;
+    if cwd.is_none()
+        && policy.cd_rewrite
+        && let Some((dir, rest)) = rewrite_leading_cd(&command)
+    {
+        cwd = Some(dir);
+        stripped = Some(rest.clone());
+        command = rest;
+    }
+    if request.run_async && !ctx.config.jobs.async_enabled {
+        return Err(Error::InvalidRequest {
+            message: ASYNC_DISABLED.to_owned(),
+        });
+    }
+    if let Some(interceptor) = ctx.interceptor {
+        interceptor.check(
+            &request.command,
+            stripped.as_deref(),
+            &policy.interceptor.tools,
+        )?;
+    }
+    let command = expand_internal_urls(&command, &ctx.urls, UrlTarget::Command);
+    let env = request
+        .env
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.clone(),
+                expand_internal_urls(value, &ctx.urls, UrlTarget::EnvValue),
+            )
+        })
+        .collect();
+    let cwd = cwd
+        .map(|cwd| {
+            let expanded = if cwd.contains("://") || cwd.contains("local:/") {
+                expand_internal_urls(&cwd, &ctx.urls, UrlTarget::Cwd)
+            } else {
+                cwd
+            };
+            unresolved_scheme(&expanded)?;
+            resolve_cwd(&expanded, ctx.session_cwd, ctx.home)
+        })
+        .transpose()?;
+    let timeout = resolve_timeout(request.timeout, &ctx.config.timeouts);
+    let notices = timeout.notice.iter().cloned().collect();
+    Ok(RunPlan {
+        label: job_label(&request.command),
+        command,
+        cwd,
+        env,
+        timeout,
+        notices,
+    })
+}
+
+/// A job's label: the command, or its first 117 characters and `...` when it
+/// is longer than 120 (the reference tool's).
+pub fn job_label(command: &str) -> String {
+    if command.chars().count() <= MAX_LABEL_CHARS {
+        command.to_owned()
+    } else {
+        let mut label: String = command.chars().take(MAX_LABEL_CHARS - 3).collect();
+        label.push_str("...");
+        label
+    }
+}
+
+/// A cwd that still names an internal scheme after expansion could not be
+/// resolved; the reference tool refuses it with this message.
+fn unresolved_scheme(cwd: &str) -> Result<()> {
+    for scheme in INTERNAL_SCHEMES {
+        if cwd.starts_with(&format!("{scheme}://"))
+            || (scheme == "local" && cwd.starts_with("local:/"))
+        {
+            return Err(Error::InvalidRequest {
+                message: format!(
+                    "Path \"{cwd}\" uses internal scheme \"{scheme}\" and must be resolved through the proper protocol handler, not as a filesystem path."
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use shellvisor_protocol::ErrorCode;
+
+    use super::*;
+    use crate::urls::UrlResolver;
+
+    struct Fixture {
+        config: Config,
+        interceptor: Option<Interceptor>,
+        dir: tempfile::TempDir,
+        resolvers: Vec<Arc<dyn UrlResolver>>,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            Self {
+                config: Config::default(),
+                interceptor: None,
+                dir: tempfile::tempdir().unwrap(),
+                resolvers: Vec::new(),
+            }
+        }
+
+        fn plan(&self, request: &RunRequest) -> Result<RunPlan> {
+            let local_root = self.dir.path().join("local");
+            let artifacts = self.dir.path().join("artifacts");
+            let ctx = PlanContext {
+                config: &self.config,
+                interceptor: self.interceptor.as_ref(),
+                urls: UrlContext {
+                    local_root: &local_root,
+                    artifacts_dir: &artifacts,
+                    resolvers: &self.resolvers,
+                },
+                session_cwd: self.dir.path(),
+                home: Some(Path::new("/root")),
+            };
+            plan(request, &ctx)
+        }
+    }
+
+    fn code(result: Result<RunPlan>) -> ErrorCode {
+        result.expect_err("refused").code()
+    }
+
+    #[test]
+    fn a_plain_command_is_kept_with_the_default_timeout() {
+        let fixture = Fixture::new();
+        let planned = fixture.plan(&RunRequest::new("echo hi")).unwrap();
+        assert_eq!(planned.command, "echo hi");
+        assert_eq!(planned.label, "echo hi");
+        assert_eq!(planned.cwd, None);
+        assert_eq!(planned.env, Vec::new());
+        assert_eq!(planned.timeout.info.effective_secs, Some(300));
+        assert!(planned.notices.is_empty());
+    }
+
+    #[test]
+    fn env_names_and_the_command_are_checked_first() {
+        let fixture = Fixture::new();
+        let mut env = BTreeMap::new();
+        env.insert("1BAD".to_owned(), "x".to_owned());
+        let request = RunRequest {
+            env,
+            ..RunRequest::new("true")
+        };
+        assert_eq!(code(fixture.plan(&request)), ErrorCode::InvalidEnvName);
+        let mut env = BTreeMap::new();
+        env.insert("BASH_ENV".to_owned(), "x".to_owned());
+        let request = RunRequest {
+            env,
+            ..RunRequest::new("true")
+        };
+        assert_eq!(code(fixture.plan(&request)), ErrorCode::ReservedEnvName);
+        assert_eq!(
+            code(fixture.plan(&RunRequest::new("echo a\0b"))),
+            ErrorCode::InvalidRequest
+        );
+    }
+
+    #[test]
+    fn a_leading_cd_becomes_the_cwd_unless_a_cwd_is_given() {
+        let fixture = Fixture::new();
+        let sub = fixture.dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let planned = fixture.plan(&RunRequest::new("cd sub && ls")).unwrap();
+        assert_eq!(planned.command, "ls");
+        assert_eq!(planned.cwd.as_deref(), Some(sub.as_path()));
+        assert_eq!(
+            planned.label, "cd sub && ls",
+            "the label is the request's text"
+        );
+
+        let request = RunRequest::new("cd sub && ls").cwd("/");
+        let planned = fixture.plan(&request).unwrap();
+        assert_eq!(planned.command, "cd sub && ls");
+        assert_eq!(planned.cwd.as_deref(), Some(Path::new("/")));
+
+        let mut fixture = Fixture::new();
+        fixture.config.policy.cd_rewrite = false;
+        let planned = fixture.plan(&RunRequest::new("cd / && ls")).unwrap();
+        assert_eq!(planned.command, "cd / && ls");
+        assert_eq!(planned.cwd, None);
+    }
+
+    #[test]
+    fn a_missing_cwd_is_refused() {
+        let fixture = Fixture::new();
+        let request = RunRequest::new("true").cwd("/nonexistent/dir");
+        assert_eq!(code(fixture.plan(&request)), ErrorCode::InvalidCwd);
+    }
+
+    #[test]
+    fn async_is_refused_when_disabled() {
+        let mut fixture = Fixture::new();
+        fixture.config.jobs.async_enabled = false;
+        let err = fixture
+            .plan(&RunRequest::new("true").run_async(true))
+            .unwrap_err();
+        assert_eq!(err.to_string(), ASYNC_DISABLED);
+        assert!(fixture.plan(&RunRequest::new("true")).is_ok());
+    }
+
+    #[test]
+    fn an_unresolved_internal_scheme_in_cwd_is_refused() {
+        let fixture = Fixture::new();
+        let err = fixture
+            .plan(&RunRequest::new("true").cwd("skill://nowhere"))
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidRequest);
+        assert!(
+            err.to_string()
+                .contains("uses internal scheme \"skill\" and must be resolved"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn local_urls_expand_in_command_env_and_cwd() {
+        let fixture = Fixture::new();
+        let local = fixture.dir.path().join("local");
+        std::fs::create_dir_all(local.join("d")).unwrap();
+        let mut env = BTreeMap::new();
+        env.insert("F".to_owned(), "local://f.txt".to_owned());
+        let request = RunRequest {
+            env,
+            ..RunRequest::new("cat local://f.txt").cwd("local://d")
+        };
+        let planned = fixture.plan(&request).unwrap();
+        let file = local.join("f.txt").display().to_string();
+        assert_eq!(planned.command, format!("cat '{file}'"));
+        assert_eq!(planned.env, vec![("F".to_owned(), file)]);
+        assert_eq!(planned.cwd, Some(local.join("d")));
+    }
+
+    #[test]
+    fn the_interceptor_sees_the_request_and_refuses() {
+        let mut fixture = Fixture::new();
+        fixture.interceptor = Some(Interceptor::new(&crate::default_intercept_rules()));
+        fixture.config.policy.interceptor.tools = vec!["read".to_owned()];
+        let err = fixture.plan(&RunRequest::new("cat README.md")).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Blocked);
+    }
+
+    #[test]
+    fn an_out_of_range_timeout_is_clamped_with_a_notice() {
+        let fixture = Fixture::new();
+        let planned = fixture
+            .plan(&RunRequest::new("true").timeout_secs(7200))
+            .unwrap();
+        assert_eq!(planned.timeout.info.effective_secs, Some(3600));
+        assert_eq!(
+            planned.notices,
+            vec!["Timeout clamped to 3600s (requested 7200s; allowed range 1-3600s).".to_owned()]
+        );
+        let planned = fixture
+            .plan(&RunRequest::new("true").timeout_secs(0))
+            .unwrap();
+        assert_eq!(planned.timeout.deadline, None);
+    }
+
+    #[test]
+    fn labels_follow_the_reference() {
+        assert_eq!(job_label("sleep 1"), "sleep 1");
+        let long = "x".repeat(130);
+        assert_eq!(job_label(&long), format!("{}...", "x".repeat(117)));
+    }
+}
