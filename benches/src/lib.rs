@@ -1,5 +1,6 @@
 //! The benches' shared helpers are the load harness's: latency samples and
 //! the raw baselines (`shellvisor-harness`).
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub use shellvisor_harness::BarePipe;
 pub use shellvisor_harness::Samples;

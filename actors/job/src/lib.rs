@@ -17,6 +17,7 @@
 //!
 //! A Job may touch only its own Sink and PtySession, the Shell it was lent,
 //! and its Session's notice channel.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod actor;
 mod background;

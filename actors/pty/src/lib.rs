@@ -19,6 +19,7 @@
 //! it is given, and the Job it reports to.
 //!
 //! [`PtyState`]: shellvisor_protocol::PtyState
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod actor;
 mod io;

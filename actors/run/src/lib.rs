@@ -13,6 +13,7 @@
 //! - [`AbortOnDrop`]: a task or timer that never outlives the state holding it;
 //! - [`JobSlots`]: the running-job caps (per session and runtime-wide);
 //! - [`RuntimeContext`]: what every actor of one runtime shares.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod context;
 mod escalation;

@@ -9,6 +9,7 @@
 //!
 //! A Session may touch only its own children, its private directory and its
 //! artifacts directory.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod actor;
 mod book;

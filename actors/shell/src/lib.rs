@@ -10,6 +10,7 @@
 //!
 //! A Shell may touch only its own process group, its private directory, the
 //! Sink it is given for a run, and the Job it reports to.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod actor;
 mod io;

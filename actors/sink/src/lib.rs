@@ -10,6 +10,7 @@
 //!
 //! A Sink lives and dies with its Job. It may touch only its own buffers, its
 //! artifact file and the session's event channel.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod actor;
 mod artifact;

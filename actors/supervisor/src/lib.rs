@@ -7,6 +7,7 @@
 //! can live in one process.
 //!
 //! The supervisor may touch only its Sessions and the runtime's directories.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod actor;
 mod messages;

@@ -13,6 +13,7 @@
 //!
 //! stdout carries only the command's output (the protocol, for the server
 //! modes); logs go to stderr, filtered by `SHELLVISOR_LOG` (default `warn`).
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod attach;
 mod bench;

@@ -5,6 +5,7 @@
 //! noisy; only same-run ratios mean something): a bare pipe round trip to a
 //! warm bash, `bash -c` spawned per command, a raw pipe read of the same
 //! stream. `shellvisor bench` prints the [`Report`] as a table or JSON.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod baseline;
 mod bench;

@@ -12,6 +12,7 @@
 //! `-32000` an error of the runtime, whose stable code is in
 //! `error.data.code` (`job_not_found`, `invalid_env_name`, ...). The server
 //! keeps serving after any of them.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod envelope;
 mod lines;

@@ -9,6 +9,7 @@
 //!
 //! All `rmcp` types stay inside the `server` module, so the next major
 //! version of the SDK is a local change.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod server;
 mod tools;

@@ -13,6 +13,7 @@
 //! text.push_str(&sanitizer.finish());
 //! assert_eq!(text, "red\n100%\n");
 //! ```
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod head_tail;
 mod render;

@@ -16,6 +16,7 @@
 //! ```
 //!
 //! [`RunRequest`]: shellvisor_protocol::RunRequest
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod beneath;
 mod cd_rewrite;

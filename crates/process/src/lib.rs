@@ -23,6 +23,7 @@
 //!   snapshots).
 //!
 //! Linux only (pidfd needs Linux 5.3).
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("shellvisor-process supports Linux only (it relies on pidfd, PDEATHSIG and /proc)");

@@ -12,6 +12,7 @@
 //! assert_eq!(request.timeout, Some(5));
 //! assert_eq!(Config::default().timeouts.default_secs, 300);
 //! ```
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod config;
 mod error;

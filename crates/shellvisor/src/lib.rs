@@ -14,6 +14,7 @@
 //! Nothing the runtime starts outlives it: every shell leads its own process
 //! group, gets `SIGKILL` if the runtime's spawner thread ends, and is killed
 //! with its group by [`Runtime::shutdown`] or when the last handle is dropped.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 #[cfg(feature = "chaos")]
 pub mod chaos;
