@@ -161,13 +161,47 @@ async fn late_output_stays_with_its_run_while_the_next_run_is_going() {
 async fn output_cannot_forge_the_end_of_a_run() {
     let rt = TestRuntime::start().await;
     let session = rt.session("forge").await;
-    // Status-record look-alikes on stdout and stderr, and on every open fd.
-    let forged = r#"printf 'x\0000\000/\n\000\000'; printf '\0000\000/\000\000' >&2
-for fd in /proc/$$/fd/*; do printf 'nonce\0000\000/\n\000\000' > "$fd" 2>/dev/null; done
+    // Status-record look-alikes on stdout and stderr: no accidental output
+    // reaches the status channel (it is closed for the command).
+    let imitation = r#"printf 'S0\0000\000/\000'; printf 'Sx\0000\000/\000' >&2
 echo done; exit_code() { return 5; }; exit_code"#;
-    let result = run(&session, forged).await;
+    let result = run(&session, imitation).await;
     assert_eq!(result.exit_code, Some(5), "{}", result.text);
     assert!(result.output.ends_with("done\n"), "{:?}", result.output);
+    assert!(!result.shell_restarted);
     assert_shell_usable(&session).await;
+    rt.runtime.shutdown().await;
+}
+
+/// A command that writes on purpose into the runtime's descriptors (bash's
+/// saved copies of the status channel are visible in `/proc/$$/fd`) can
+/// send a well-formed status record. Nonces are random per run, so its
+/// record names no run in progress: the run is not completed with the forged
+/// status; it ends at once with an error saying the channel is corrupt, the
+/// shell is replaced, and the next call works with the session's state.
+#[tokio::test]
+async fn a_deliberately_forged_status_record_ends_the_run_and_replaces_the_shell() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("forge-on-purpose").await;
+    run(&session, "cd / && export KEEP=kept").await;
+    let forged = r#"for fd in /proc/$$/fd/*; do printf 'Swrong-nonce\0000\000/\000' > "$fd" 2>/dev/null; done
+sleep 30; echo never"#;
+    let started = std::time::Instant::now();
+    let result = run(&session, forged).await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the run waited for its deadline"
+    );
+    assert_eq!(result.exit_code, None, "{}", result.text);
+    assert!(result.is_error);
+    assert!(result.shell_restarted);
+    assert!(
+        result.text.contains("status channel") && result.text.contains("shell is replaced"),
+        "{}",
+        result.text
+    );
+    assert!(!result.output.contains("never"));
+    let next = run(&session, "echo \"$KEEP $PWD\"").await;
+    assert_eq!(next.output, "kept /\n");
     rt.runtime.shutdown().await;
 }

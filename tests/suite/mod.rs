@@ -4,6 +4,7 @@ mod faults;
 mod framing;
 mod hygiene;
 mod jobs;
+mod kill_contract;
 mod output;
 mod overlap;
 mod persistence;

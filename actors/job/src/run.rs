@@ -59,7 +59,7 @@ impl JobState {
         }
         self.kill_sent = true;
         let sent = match &self.runner {
-            RunnerRef::Shell { shell, .. } => shell.cast(ShellMsg::Kill(reason)).is_ok(),
+            RunnerRef::Shell { shell, .. } => shell.cast(ShellMsg::KillRun(reason)).is_ok(),
             RunnerRef::Pty {
                 session: Some(pty), ..
             } => pty.cast(PtyMsg::Kill(reason)).is_ok(),

@@ -7,6 +7,7 @@ use ractor::ActorRef;
 use ractor::Message;
 use shellvisor_process::GroupGuard;
 use shellvisor_process::ProcessSessionId;
+use shellvisor_process::RunIdentity;
 use shellvisor_process::Signal;
 
 use crate::report::KillReason;
@@ -57,6 +58,23 @@ impl KillTarget for ProcessSessionId {
     fn kill(&self) {
         let session = *self;
         tokio::task::spawn_blocking(move || session.kill_all(KILL_ALL_DEADLINE));
+    }
+}
+
+/// What one run started (see [`RunIdentity`]), its leader included: found by
+/// a `/proc` scan, so signalled from tokio's blocking pool.
+impl KillTarget for RunIdentity {
+    fn terminate(&self) {
+        let run = self.clone();
+        tokio::task::spawn_blocking(move || {
+            run.signal(Signal::Term);
+            run.signal(Signal::Cont);
+        });
+    }
+
+    fn kill(&self) {
+        let run = self.clone();
+        tokio::task::spawn_blocking(move || run.kill_all(KILL_ALL_DEADLINE));
     }
 }
 

@@ -17,8 +17,9 @@ pub enum KillReason {
     Release,
     /// The session or runtime is closing.
     Shutdown,
-    /// The shell process ended on its own; the rest of its group goes too.
-    ShellEnded,
+    /// The shell's own channels failed (its status channel closed or
+    /// carried something that is not a record of the run).
+    ChannelBroken,
 }
 
 impl KillReason {
@@ -28,7 +29,7 @@ impl KillReason {
             KillReason::Timeout => "deadline",
             KillReason::Cancelled => "cancelled",
             KillReason::Release | KillReason::Shutdown => "the session is closing",
-            KillReason::ShellEnded => "the shell ended",
+            KillReason::ChannelBroken => "the shell's channels failed",
         }
     }
 }

@@ -171,7 +171,12 @@ impl Actor for Session {
                 shell,
                 exit,
                 during_run,
-            }) => state.shell_ended(&myself, shell, exit, during_run).await,
+                killed,
+            }) => {
+                state
+                    .shell_ended(&myself, shell, exit, during_run, killed)
+                    .await;
+            }
         }
         Ok(())
     }

@@ -89,14 +89,13 @@ pub(crate) enum Returned<S> {
     /// The primary is idle again and the session's state follows its run; a
     /// standby started from the old state no longer matches: stop it.
     PrimaryKept { stale_standby: Option<S> },
-    /// The primary ended or is in an unknown state: stop it and start a
-    /// replacement (not charged to the restart budget).
+    /// The primary ended or is in an unknown state: let it go (what earlier
+    /// runs left running in it lives on) and start a replacement (not
+    /// charged to the restart budget).
     PrimaryLost(S),
-    /// A lent shell whose run completed: stop it once the processes its
-    /// commands left running (`server &`) are gone.
-    Linger(S),
-    /// A lent shell that ended or is in an unknown state: stop it now.
-    Stop(S),
+    /// A lent shell: let it go (it stops once the processes its commands
+    /// left running, `server &`, are gone).
+    Release(S),
 }
 
 /// What the pool knew of a shell whose actor stopped.
@@ -308,11 +307,7 @@ impl<S: PoolShell> ShellPool<S> {
         let Some(shell) = self.lent.remove(job) else {
             return Returned::Nothing;
         };
-        let shell = self.retire(shell);
-        match release {
-            Some(ShellRelease::Reusable { .. }) => Returned::Linger(shell),
-            _ => Returned::Stop(shell),
-        }
+        Returned::Release(self.retire(shell))
     }
 
     /// A shell's bash ended (its actor goes on killing the group, then

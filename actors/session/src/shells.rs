@@ -56,7 +56,7 @@ impl SessionState {
     ) -> Result<ActorRef<ShellMsg>> {
         let (shell, _) = self.start_shell(myself).await?;
         if let Some(displaced) = self.shells.lend(job_id, shell.clone()) {
-            stop(&displaced);
+            self.release(&displaced);
         }
         Ok(shell)
     }
@@ -79,7 +79,7 @@ impl SessionState {
         }
         let (shell, records) = self.start_shell(myself).await?;
         if let Some(displaced) = self.shells.install_primary(shell, records) {
-            stop(&displaced);
+            self.release(&displaced);
         }
         Ok(())
     }
@@ -163,7 +163,7 @@ impl SessionState {
             return;
         };
         if let Some(old) = self.shells.take_held(job_id) {
-            stop(&old);
+            self.release(&old);
         }
         match self.lend_shell(myself, job_id).await {
             Ok(shell) => {
@@ -194,16 +194,14 @@ impl SessionState {
                 }
             }
             Returned::PrimaryLost(shell) => {
-                stop(&shell);
+                // Processes earlier runs left running in it (`server &`)
+                // live on until they end or the session closes.
+                self.release(&shell);
                 if let Err(err) = self.start_primary(myself).await {
                     tracing::warn!(session = %self.args.id, %err, "could not replace the shell");
                 }
             }
-            Returned::Linger(shell) => {
-                let poll = Duration::from_millis(self.args.ctx.config.jobs.child_poll_ms.max(10));
-                let _ = shell.cast(ShellMsg::Release { poll });
-            }
-            Returned::Stop(shell) => stop(&shell),
+            Returned::Release(shell) => self.release(&shell),
         }
     }
 
@@ -215,12 +213,20 @@ impl SessionState {
         shell: ActorId,
         exit: ExitInfo,
         during_run: bool,
+        killed: bool,
     ) {
         match self.shells.bash_ended(&shell, during_run) {
             BashEnded::Nothing => {}
             BashEnded::Standby(standby) => stop(&standby),
+            BashEnded::IdlePrimary(_) if killed => {
+                // The runtime gave it up (a broken channel): replace it, not
+                // charged to the restart budget.
+                if let Err(err) = self.start_primary(myself).await {
+                    tracing::warn!(session = %self.args.id, %err, "could not replace the shell");
+                }
+            }
             BashEnded::IdlePrimary(_) => {
-                // Its actor kills the rest of its group and stops by itself.
+                // Its actor stays for processes its commands left running.
                 let reason = format!(
                     "the shell exited with status {} while idle",
                     exit.shell_status()
@@ -244,7 +250,16 @@ impl SessionState {
     }
 }
 
-/// Stops a shell the session no longer uses (its group is killed).
+impl SessionState {
+    /// Lets a shell that ran commands go: it stops once the processes its
+    /// commands left running are gone (or when the session closes).
+    pub(crate) fn release(&self, shell: &ActorRef<ShellMsg>) {
+        let poll = Duration::from_millis(self.args.ctx.config.jobs.child_poll_ms.max(10));
+        let _ = shell.cast(ShellMsg::Release { poll });
+    }
+}
+
+/// Stops a shell that never ran a command (a standby), now.
 pub(crate) fn stop(shell: &ActorRef<ShellMsg>) {
-    let _ = shell.cast(ShellMsg::Kill(KillReason::Release));
+    let _ = shell.cast(ShellMsg::Stop(KillReason::Release));
 }

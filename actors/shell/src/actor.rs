@@ -91,11 +91,23 @@ impl Actor for Shell {
         };
         match message {
             ShellMsg::Exec(request) => live.exec(request).await,
-            ShellMsg::Kill(reason) => live.kill(&myself, reason),
+            ShellMsg::KillRun(reason) => live.kill_run(&myself, reason).await,
+            ShellMsg::Stop(reason) => {
+                if live.stop(&myself, reason) {
+                    myself.stop(Some("shell ended".to_owned()));
+                }
+            }
             ShellMsg::Release { poll } => live.release(&myself, poll),
             ShellMsg::CheckChildren => live.count_children(&myself),
-            ShellMsg::ChildrenCounted(others) => live.release_if_alone(&myself, others),
+            ShellMsg::ChildrenCounted(others) => {
+                if live.release_if_alone(&myself, others) {
+                    myself.stop(Some("shell ended".to_owned()));
+                }
+            }
             ShellMsg::RunCompleted { fifo_reusable } => live.run_completed(fifo_reusable),
+            ShellMsg::ChannelBroken => live.channel_broken(&myself),
+            ShellMsg::StatusClosed => live.status_closed(&myself),
+            ShellMsg::StatusClosedGrace => live.status_closed_grace(&myself),
             ShellMsg::Exited(exit) => {
                 // The Session hears of it before the run's Job does.
                 if let Some(notify) = &state.notify {
@@ -103,6 +115,7 @@ impl Actor for Shell {
                         shell: myself.get_id(),
                         exit,
                         during_run: live.is_busy(),
+                        killed: live.killed_by_runtime(),
                     });
                 }
                 live.exited(&myself, exit);
@@ -112,6 +125,8 @@ impl Actor for Shell {
                     myself.stop(Some("shell ended".to_owned()));
                 }
             }
+            ShellMsg::EscalateRun => live.run_grace_elapsed(&myself),
+            ShellMsg::RunKilled => live.run_killed(),
         }
         Ok(())
     }
@@ -122,7 +137,7 @@ impl Actor for Shell {
         state: &mut ShellState,
     ) -> Result<(), ActorProcessingErr> {
         if let Some(live) = state.live.as_mut() {
-            live.stop().await;
+            live.stop_gracefully().await;
         }
         Ok(())
     }

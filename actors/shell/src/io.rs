@@ -16,6 +16,7 @@ use shellvisor_process::StatusRecord;
 use shellvisor_process::read_now;
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
+use tokio::sync::oneshot;
 use tokio::sync::watch;
 
 use crate::messages::ShellMsg;
@@ -35,6 +36,11 @@ const COMPLETE_DEADLINE: Duration = Duration::from_secs(5);
 pub(crate) enum IoCommand {
     /// A run starts (sent before its line is written to the shell).
     Start(RunIo),
+    /// The runtime kills the current run: from now on its status record
+    /// does not complete it (a trap may let the wrapper write one); it ends
+    /// when the shell does. Answered `true` when a run was in progress,
+    /// `false` when it had completed already (then nothing is killed).
+    Kill(oneshot::Sender<bool>),
     /// The current run ends this way (the shell died or was killed).
     End(RunEnd),
 }
@@ -58,6 +64,8 @@ struct ActiveRun {
     reply_to: DerivedActorRef<RunNotice>,
     buf: BytesMut,
     readable: bool,
+    /// The runtime is killing it: its status record no longer completes it.
+    killed: bool,
 }
 
 /// Runs until the Shell actor is gone and no run is left: reads status and
@@ -92,17 +100,31 @@ pub(crate) async fn io_task(
                         // Allocated by the first read: most runs print little.
                         buf: BytesMut::new(),
                         readable: true,
+                        killed: false,
                     };
                     // The run may be over already: its record came first.
-                    // One kept for another nonce belonged to a run that ended
-                    // otherwise (killed, shell lost) and is dropped.
+                    // Nonces are random per run, so a record kept for another
+                    // nonce was forged: the channel cannot be trusted.
                     match early.take() {
                         Some(status) if status.nonce == current.nonce => {
                             let env_follows = current.env_follows;
                             finish(current, RunEnd::Completed { status, env_follows }, Some(&shell)).await;
                         }
-                        _ => run = Some(current),
+                        Some(_) => {
+                            broken(&shell, Some(current), FOREIGN_RECORD).await;
+                        }
+                        None => run = Some(current),
                     }
+                }
+                Some(IoCommand::Kill(ack)) => {
+                    let active = match run.as_mut() {
+                        Some(current) => {
+                            current.killed = true;
+                            true
+                        }
+                        None => false,
+                    };
+                    let _ = ack.send(active);
                 }
                 Some(IoCommand::End(end)) => {
                     if let Some(current) = run.take() {
@@ -120,13 +142,21 @@ pub(crate) async fn io_task(
             record = status.next(), if status_open => match record {
                 Ok(Some(ShellRecord::Status(record))) => {
                     tracing::trace!(target: "shellvisor::stage", "shell: status record read");
-                    if run.as_ref().is_some_and(|r| r.nonce == record.nonce) {
+                    if run.as_ref().is_some_and(|r| r.nonce == record.nonce && r.killed) {
+                        // A trap let the wrapper finish, but the runtime is
+                        // killing this run: it ends when the shell does.
+                        tracing::debug!("status record of a run being killed; ignored");
+                    } else if run.as_ref().is_some_and(|r| r.nonce == record.nonce) {
                         // `finish` tells the Shell it is idle (`RunCompleted`)
                         // before anyone can learn the run ended.
                         if let Some(current) = run.take() {
                             let env_follows = current.env_follows;
                             finish(current, RunEnd::Completed { status: record, env_follows }, Some(&shell)).await;
                         }
+                    } else if run.is_some() || early.is_some() {
+                        // A record for no run the shell is running: written
+                        // into the runtime's descriptors on purpose.
+                        broken(&shell, run.take(), FOREIGN_RECORD).await;
                     } else {
                         // The Shell sends `Start` before it writes the run's
                         // line, yet the record can be read first: tokio's
@@ -142,7 +172,17 @@ pub(crate) async fn io_task(
                 Ok(Some(ShellRecord::Env(record))) => {
                     env.send_replace(record);
                 }
-                Ok(None) | Err(_) => status_open = false,
+                Ok(None) => {
+                    // Every writer closed it: the shell exited (its exit is
+                    // reported by its watcher), or exec'd another program.
+                    status_open = false;
+                    let _ = shell.cast(ShellMsg::StatusClosed);
+                }
+                Err(err) => {
+                    status_open = false;
+                    let reason = format!("the shell's status channel is corrupt ({err})");
+                    broken(&shell, run.take(), &reason).await;
+                }
             },
             ready = readable(run.as_ref()) => {
                 let Some(current) = run.as_mut() else { continue };
@@ -161,6 +201,22 @@ pub(crate) async fn io_task(
                 }
             }
         }
+    }
+}
+
+/// Why a shell is given up when a record names no run it is running.
+const FOREIGN_RECORD: &str = "the shell's status channel carried a record of no run in progress (something wrote into the runtime's descriptors)";
+
+/// The status channel cannot be trusted: the current run (if any) ends at
+/// once with `reason`, and the Shell replaces the shell.
+async fn broken(shell: &ActorRef<ShellMsg>, current: Option<ActiveRun>, reason: &str) {
+    tracing::warn!(reason, "shell channel failed; the shell is replaced");
+    let _ = shell.cast(ShellMsg::ChannelBroken);
+    if let Some(current) = current {
+        let end = RunEnd::ShellLost {
+            reason: format!("{reason}; the shell is replaced"),
+        };
+        finish(current, end, None).await;
     }
 }
 

@@ -14,18 +14,19 @@ use shellvisor_process::ExitInfo;
 use shellvisor_process::GroupGuard;
 use shellvisor_process::OutputFifo;
 use shellvisor_process::PrivateDir;
+use shellvisor_process::RunIdentity;
+use shellvisor_process::RunStart;
 use shellvisor_process::ShellFiles;
 use shellvisor_process::ShellRecord;
-use shellvisor_process::Signal;
 use shellvisor_process::StatusReader;
 use shellvisor_process::spawn_shell;
 use shellvisor_protocol::random_token;
 use shellvisor_run::AbortOnDrop;
 use shellvisor_run::Escalation;
 use shellvisor_run::KillReason;
-use shellvisor_run::RunEnd;
 use shellvisor_run::RunNotice;
 use shellvisor_run::RunReport;
+use shellvisor_run::Timer;
 use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio::sync::watch;
@@ -37,24 +38,27 @@ use crate::io::io_task;
 use crate::messages::ExecRequest;
 use crate::messages::ShellMsg;
 
-/// Random bytes in a shell's nonce prefix (each run appends a counter).
+mod ending;
+
+/// Random bytes in a run's nonce.
 const NONCE_BYTES: usize = 10;
+/// Random bytes in a shell's id (its runs' markers).
+const SHELL_ID_BYTES: usize = 4;
 /// How long a run waits for the previous run's environment record.
 const ENV_RECORD_WAIT: Duration = Duration::from_secs(1);
-/// How long after a scan that found bash alone a released shell looks again
-/// before stopping. A scan of `/proc` is not atomic: a child that forks and
-/// exits while the scan runs (a daemon's double fork) can hide its grandchild,
-/// which would die with the group before it leaves it.
-const ALONE_CONFIRM: Duration = Duration::from_millis(50);
 
-#[derive(Debug)]
 /// A running bash and everything the Shell actor holds for it.
+#[derive(Debug)]
 pub(crate) struct LiveShell {
     kill_grace: Duration,
+    /// How often a shell that is no longer used checks for the processes
+    /// its commands left running.
+    child_poll: Duration,
     group: GroupGuard,
     files: ShellFiles,
     writer: CommandWriter,
-    nonce_prefix: String,
+    /// Names this shell in its runs' markers (not secret, unlike nonces).
+    shell_id: String,
     runs: u64,
     next_fifo: Option<OutputFifo>,
     io: mpsc::UnboundedSender<IoCommand>,
@@ -63,17 +67,33 @@ pub(crate) struct LiveShell {
     env_pending: Option<String>,
     exit: watch::Receiver<Option<ExitInfo>>,
     reap: Option<oneshot::Sender<()>>,
-    busy: bool,
-    /// Set once the shell is released: how often to check for the processes
-    /// its commands left running.
+    /// The run in progress: what identifies its processes. Cleared when its
+    /// status is read or bash ends.
+    run: Option<RunIdentity>,
+    /// Why the runtime killed the shell (its run, or the whole group).
+    killed: Option<KillReason>,
+    /// A run being killed: its processes get KILL when the grace elapses.
+    run_kill: Option<RunKill>,
+    /// The whole group is being stopped (TERM, grace, KILL).
+    stopping: Option<Escalation<ShellMsg>>,
+    /// Set once the shell is released (or its bash ended): how often to check
+    /// for the processes its commands left running.
     retain_poll: Option<Duration>,
     /// Consecutive scans that found bash alone in its group.
     alone_scans: u8,
-    /// Set once the runtime kills the group (why, and the KILL to follow).
-    killing: Option<Escalation<ShellMsg>>,
+    /// The status channel reached end of file; bash gets a moment to show it exited.
+    status_closed: Option<Timer<ShellMsg>>,
     exited: Option<ExitInfo>,
     _watch_task: AbortOnDrop<()>,
     _dir: PrivateDir,
+}
+
+/// A run the runtime is killing.
+#[derive(Debug)]
+struct RunKill {
+    identity: RunIdentity,
+    /// `None` once the KILL pass has started.
+    escalation: Option<Escalation<ShellMsg>>,
 }
 
 impl LiveShell {
@@ -99,8 +119,8 @@ impl LiveShell {
         let mut writer = CommandWriter::new(spawned.stdin)?;
         let mut status = StatusReader::new(spawned.status)?;
 
-        let nonce_prefix = random_token(NONCE_BYTES)?;
-        let nonce = format!("{nonce_prefix}i");
+        let shell_id = random_token(SHELL_ID_BYTES)?;
+        let nonce = random_token(NONCE_BYTES)?;
         let init_line = files.write_init(&nonce)?;
         // A shell that dies at once closes its stdin; the exit below says why.
         let _ = writer.send(&init_line).await;
@@ -165,10 +185,11 @@ impl LiveShell {
         };
         let mut live = LiveShell {
             kill_grace: args.ctx.config.timeouts.kill_grace(),
+            child_poll: Duration::from_millis(args.ctx.config.jobs.child_poll_ms.max(10)),
             group,
             files,
             writer,
-            nonce_prefix,
+            shell_id,
             runs: 0,
             next_fifo: None,
             io,
@@ -176,10 +197,13 @@ impl LiveShell {
             env_pending: Some(nonce.clone()),
             exit: exit_rx,
             reap: Some(reap_tx),
-            busy: false,
+            run: None,
+            killed: None,
+            run_kill: None,
+            stopping: None,
             retain_poll: None,
             alone_scans: 0,
-            killing: None,
+            status_closed: None,
             exited: None,
             _watch_task: AbortOnDrop(watch_task),
             _dir: dir,
@@ -190,17 +214,30 @@ impl LiveShell {
 
     pub(crate) async fn exec(&mut self, request: ExecRequest) {
         tracing::trace!(target: "shellvisor::stage", "shell: exec received");
-        if self.exited.is_some() || self.killing.is_some() {
+        if self.exited.is_some()
+            || self.killed.is_some()
+            || self.stopping.is_some()
+            || self.retain_poll.is_some()
+        {
             return refuse(&request.reply_to, "the shell has ended");
         }
-        if self.busy {
+        if self.run.is_some() {
             return refuse(&request.reply_to, "the shell is already running a command");
         }
         self.runs += 1;
-        let nonce = format!("{}{}", self.nonce_prefix, self.runs);
+        // Random per run: a command that reads its own wrapper learns only
+        // its own run's nonce, never the next one's.
+        let nonce = match random_token(NONCE_BYTES) {
+            Ok(nonce) => nonce,
+            Err(err) => {
+                return refuse(&request.reply_to, &format!("could not draw a nonce: {err}"));
+            }
+        };
+        let marker = format!("{}.{}", self.shell_id, self.runs);
         let env_record = self.may_change_environment(&request.command).await;
         let written = self.files.write_run(
             &nonce,
+            &marker,
             &request.command,
             request.cwd.as_deref(),
             &request.env,
@@ -236,7 +273,13 @@ impl LiveShell {
         if let Err(mpsc::error::SendError(IoCommand::Start(io))) = self.io.send(start) {
             return refuse(&io.reply_to, "the shell's I/O stopped");
         }
-        self.busy = true;
+        // Taken before bash can read the run line: nothing the run starts
+        // is older than this.
+        self.run = Some(RunIdentity {
+            leader: self.group.group().as_raw(),
+            start: RunStart::now(),
+            marker,
+        });
         tracing::trace!(target: "shellvisor::stage", "shell: fifo ready, pump spawned");
         if let Err(err) = self.writer.send(self.files.run_line()).await {
             // The shell is gone; its exit is reported by the watcher.
@@ -289,140 +332,6 @@ impl LiveShell {
         match prepared {
             Ok(fifo) => self.next_fifo = Some(fifo),
             Err(err) => tracing::debug!(%err, "could not prepare the next output pipe"),
-        }
-    }
-
-    /// Counts the live processes in the group other than bash, off the
-    /// actor's thread (it reads `/proc`, which is slow), and reports back.
-    pub(crate) fn count_children(&self, myself: &ActorRef<ShellMsg>) {
-        let group = self.group.group();
-        let myself = myself.clone();
-        tokio::task::spawn_blocking(move || {
-            let shell_pid = group.as_raw();
-            let others = group
-                .live_members()
-                .into_iter()
-                .filter(|pid| *pid != shell_pid)
-                .count();
-            let _ = myself.cast(ShellMsg::ChildrenCounted(others));
-        });
-    }
-
-    /// A released shell stops once nothing but bash is left in its group (seen
-    /// by two scans [`ALONE_CONFIRM`] apart); until then (a `server &` its
-    /// commands started) it stays, checking again after the poll interval.
-    pub(crate) fn release_if_alone(&mut self, myself: &ActorRef<ShellMsg>, others: usize) {
-        let Some(poll) = self.retain_poll else {
-            return;
-        };
-        if self.busy || self.killing.is_some() {
-            return;
-        }
-        if others == 0 {
-            self.alone_scans += 1;
-            if self.alone_scans >= 2 {
-                self.kill(myself, KillReason::Release);
-            } else {
-                myself.send_after(ALONE_CONFIRM, || ShellMsg::CheckChildren);
-            }
-        } else {
-            self.alone_scans = 0;
-            tracing::debug!(
-                others,
-                "released shell kept alive for processes its commands left running"
-            );
-            myself.send_after(poll, || ShellMsg::CheckChildren);
-        }
-    }
-
-    pub(crate) fn kill(&mut self, myself: &ActorRef<ShellMsg>, reason: KillReason) {
-        if self.killing.is_some() {
-            return;
-        }
-        self.killing = Some(Escalation::begin(
-            reason,
-            &self.group,
-            myself,
-            self.kill_grace,
-            || ShellMsg::Escalate,
-        ));
-    }
-
-    fn end_run(&mut self, end: RunEnd) {
-        let _ = self.io.send(IoCommand::End(end));
-    }
-
-    /// The run's status was read and its output drained: the shell is idle.
-    pub(crate) fn run_completed(&mut self, fifo_reusable: bool) {
-        self.busy = false;
-        self.prepare_fifo(fifo_reusable);
-    }
-
-    /// The shell is no longer needed: it stops once the processes its
-    /// commands left running (`server &`) are gone, checking every `poll`.
-    pub(crate) fn release(&mut self, myself: &ActorRef<ShellMsg>, poll: Duration) {
-        self.retain_poll = Some(poll);
-        self.count_children(myself);
-    }
-
-    /// Whether a run is in progress.
-    pub(crate) fn is_busy(&self) -> bool {
-        self.busy
-    }
-
-    /// bash exited: the run in progress, if any, ends, and the rest of the
-    /// group is killed.
-    pub(crate) fn exited(&mut self, myself: &ActorRef<ShellMsg>, info: ExitInfo) {
-        self.exited = Some(info);
-        self.busy = false;
-        self.end_run(RunEnd::ShellExited {
-            exit: info,
-            killed: self.killing.as_ref().map(Escalation::reason),
-        });
-        if self.killing.is_none() {
-            self.kill(myself, KillReason::ShellEnded);
-        }
-    }
-
-    /// The kill's grace period passed: SIGKILL to the group. Returns whether
-    /// the shell is over (bash has exited; the actor stops).
-    pub(crate) fn grace_elapsed(&mut self, myself: &ActorRef<ShellMsg>) -> bool {
-        let Some(killing) = self.killing.as_mut() else {
-            return false;
-        };
-        killing.grace_elapsed(&self.group);
-        if self.exited.is_some() {
-            self.finish();
-            return true;
-        }
-        // KILL was sent; the exit watcher reports shortly.
-        killing.rearm(myself);
-        false
-    }
-
-    /// A graceful stop (the actor is stopping): TERM and CONT, up to the
-    /// grace period for bash to exit, then KILL to what is left.
-    pub(crate) async fn stop(&mut self) {
-        if self.exited.is_none() {
-            let _ = self.group.signal(Signal::Term);
-            let _ = self.group.signal(Signal::Cont);
-            let mut exit = self.exit.clone();
-            let _ = tokio::time::timeout(self.kill_grace, exit.wait_for(Option::is_some)).await;
-        }
-        self.finish();
-    }
-
-    /// The group is dead: stop guarding it and let the watcher reap the shell.
-    fn finish(&mut self) {
-        if let Err(err) = self.group.signal(Signal::Kill) {
-            tracing::warn!(%err, "could not kill shell process group");
-        }
-        self.group.release();
-        if let Some(reap) = self.reap.take() {
-            let _ = reap.send(());
-        }
-        if let Some(killing) = self.killing.as_mut() {
-            killing.settle();
         }
     }
 }

@@ -15,14 +15,19 @@ use shellvisor_run::RunNotice;
 pub enum ShellMsg {
     /// Run a command; the outcome goes to the request's `reply_to`.
     Exec(ExecRequest),
-    /// Kill the shell's process group (TERM and CONT, then KILL after the
-    /// grace period) and stop. A run in progress ends with
-    /// [`RunEnd::ShellExited`](shellvisor_run::RunEnd::ShellExited)
-    /// carrying this reason.
-    Kill(KillReason),
-    /// The shell is no longer needed (an isolated or backgrounded shell whose
-    /// job is done): stop it, but keep it alive while processes its commands
-    /// left running (`server &`) are, checking every `poll`.
+    /// Kill the run in progress (its deadline fired, or it was cancelled):
+    /// what the run started and the bash it runs in get TERM and CONT, then
+    /// KILL after the grace period; processes earlier runs left running are
+    /// not touched. The run ends as
+    /// [`RunEnd::ShellExited`](shellvisor_run::RunEnd::ShellExited) with
+    /// this reason, whatever traps do. Ignored when the run has completed.
+    KillRun(KillReason),
+    /// End the shell and everything in its process group (TERM and CONT,
+    /// then KILL after the grace period) and stop. A run in progress ends
+    /// with this reason.
+    Stop(KillReason),
+    /// The shell is no longer needed: stop it, but keep it while processes
+    /// its commands left running (`server &`) are alive, checking every `poll`.
     Release {
         /// How often to check for those processes.
         poll: Duration,
@@ -40,10 +45,21 @@ pub enum ShellMsg {
         /// creating one.
         fifo_reusable: bool,
     },
+    /// Internal: the status channel carried something that is not a record
+    /// of the run in progress (the I/O task ended the run): give the shell up.
+    ChannelBroken,
+    /// Internal: the status channel reached end of file.
+    StatusClosed,
+    /// Internal: bash still runs a moment after its status channel closed.
+    StatusClosedGrace,
     /// Internal: the bash process exited.
     Exited(ExitInfo),
-    /// Internal: the kill grace period elapsed.
+    /// Internal: the grace period of a stop elapsed.
     Escalate,
+    /// Internal: the grace period of a run kill elapsed.
+    EscalateRun,
+    /// Internal: the KILL pass of a run kill is done.
+    RunKilled,
 }
 
 /// One command to run.
@@ -73,5 +89,7 @@ pub enum ShellNotice {
         exit: ExitInfo,
         /// Whether a run was in progress (its Job reports it).
         during_run: bool,
+        /// Whether the runtime killed it (never charged to the restart budget).
+        killed: bool,
     },
 }

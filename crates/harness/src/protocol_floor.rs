@@ -93,7 +93,8 @@ impl ProtocolPipe {
             let started = Instant::now();
             self.runs += 1;
             let nonce = format!("n{}", self.runs);
-            self.files.write_run(&nonce, command, None, &[], false)?;
+            self.files
+                .write_run(&nonce, "floor.1", command, None, &[], false)?;
             // As the runtime does: the FIFO is reopened, not recreated, once
             // the previous run's output reached end-of-file (always, here).
             let fifo = {

@@ -23,7 +23,7 @@ pub enum Signal {
 }
 
 impl Signal {
-    fn to_rustix(self) -> rustix::process::Signal {
+    pub(crate) fn to_rustix(self) -> rustix::process::Signal {
         match self {
             Signal::Term => rustix::process::Signal::TERM,
             Signal::Kill => rustix::process::Signal::KILL,

@@ -93,10 +93,12 @@ pub(crate) struct StatFields {
     pub(crate) ppid: i32,
     pub(crate) pgrp: i32,
     pub(crate) session: i32,
+    /// When it started, in clock ticks since boot (field 22).
+    pub(crate) starttime: u64,
 }
 
 /// Parses the fields after the parenthesised command name (which may itself
-/// contain spaces and parentheses): `state ppid pgrp session ...`.
+/// contain spaces and parentheses): `state ppid pgrp session ... starttime`.
 pub(crate) fn stat_fields(stat: &str) -> Option<StatFields> {
     let (_, rest) = stat.rsplit_once(')')?;
     let mut fields = rest.split_ascii_whitespace();
@@ -104,11 +106,14 @@ pub(crate) fn stat_fields(stat: &str) -> Option<StatFields> {
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
     let session = fields.next()?.parse().ok()?;
+    // Fields 7 to 21 (tty_nr .. itrealvalue), then starttime.
+    let starttime = fields.nth(15)?.parse().ok()?;
     Some(StatFields {
         state,
         ppid,
         pgrp,
         session,
+        starttime,
     })
 }
 
@@ -191,12 +196,13 @@ mod tests {
 
     #[test]
     fn parses_stat_with_awkward_names() {
-        let stat = "123 (a) b (c)) S 1 456 789 0 -1 4194560";
+        let stat = "123 (a) b (c)) S 1 456 789 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 98765 4096 10";
         let fields = stat_fields(stat).unwrap();
         assert_eq!(fields.state, 'S');
         assert_eq!(fields.ppid, 1);
         assert_eq!(fields.pgrp, 456);
         assert_eq!(fields.session, 789);
+        assert_eq!(fields.starttime, 98765);
         assert!(stat_fields("garbage").is_none());
     }
 

@@ -114,12 +114,20 @@ pub struct WrapperScript<'a> {
     /// Whether to report the environment afterwards (skip it only when the
     /// command cannot have changed it).
     pub env_record: bool,
+    /// The run's marker, exported as [`crate::RUN_MARKER_VAR`] so every
+    /// program the run starts carries it (see [`crate::RunIdentity`]).
+    pub marker: &'a str,
 }
 
 impl WrapperScript<'_> {
     /// The wrapper's text.
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(512 + 64 * self.env.len());
+        out.extend_from_slice(b"\\builtin export ");
+        out.extend_from_slice(crate::RUN_MARKER_VAR.as_bytes());
+        out.push(b'=');
+        push_quoted(&mut out, self.marker.as_bytes());
+        out.push(b'\n');
         // Remember what the call's variables were, to restore them afterwards.
         for (index, (name, _)) in self.env.iter().enumerate() {
             out.extend_from_slice(
@@ -195,9 +203,14 @@ mod tests {
             cwd: Some(Path::new("/tmp/x y")),
             env: &env,
             env_record: false,
+            marker: "m.1",
         }
         .render();
         let text = String::from_utf8(script).unwrap();
+        assert!(
+            text.starts_with("\\builtin export __shv_run='m.1'\n"),
+            "{text}"
+        );
         assert!(text.contains(
             "{ \\builtin cd -- '/tmp/x y' && \\builtin export FOO='a'\\''b' && \\builtin . '/d/c'; } <&63 >'/d/o' 2>&1 62>&- 63>&-"
         ));

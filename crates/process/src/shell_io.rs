@@ -66,13 +66,15 @@ impl ShellFiles {
         Ok(script::source_line(&self.wrapper_path))
     }
 
-    /// Writes a run: the command text and its wrapper.
+    /// Writes a run: the command text and its wrapper (`marker`: see
+    /// [`crate::RunIdentity`]).
     ///
     /// # Errors
     /// When a file cannot be written.
     pub fn write_run(
         &self,
         nonce: &str,
+        marker: &str,
         command: &str,
         cwd: Option<&Path>,
         env: &[(String, String)],
@@ -86,6 +88,7 @@ impl ShellFiles {
             cwd,
             env,
             env_record,
+            marker,
         };
         self.wrapper.rewrite(&wrapper.render())
     }

@@ -58,12 +58,12 @@ impl StatusParser {
         Self::default()
     }
 
-    /// Feeds bytes; returns the records they complete. Bytes that cannot start
-    /// a record (only possible if a command wrote into the runtime's
-    /// descriptors on purpose) are skipped.
+    /// Feeds bytes; returns the records they complete.
     ///
     /// # Errors
-    /// When a record grows past 16 MiB (the channel is then corrupt).
+    /// When the channel is corrupt: bytes that cannot start a record (only
+    /// possible if a command wrote into the runtime's descriptors on
+    /// purpose), or a record growing past 16 MiB.
     pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<ShellRecord>, String> {
         self.buf.extend_from_slice(bytes);
         let mut records = Vec::new();
@@ -74,8 +74,7 @@ impl StatusParser {
                 Some(b'S') => 3,
                 Some(b'E') => 5,
                 Some(_) => {
-                    start += 1;
-                    continue;
+                    return Err("bytes that are not a record on the status channel".to_owned());
                 }
             };
             let Some(ends) = field_ends(&self.buf[start + 1..], fields) else {
@@ -165,9 +164,9 @@ mod tests {
     }
 
     #[test]
-    fn an_unset_pwd_gives_an_unknown_cwd_and_junk_is_skipped() {
+    fn an_unset_pwd_gives_an_unknown_cwd_and_junk_is_corruption() {
         let mut parser = StatusParser::new();
-        let records = parser.push(b"junk\x00Sn\x001\x00\x00").unwrap();
+        let records = parser.push(b"Sn\x001\x00\x00").unwrap();
         assert_eq!(
             records,
             vec![ShellRecord::Status(StatusRecord {
@@ -176,5 +175,6 @@ mod tests {
                 cwd: None,
             })]
         );
+        assert!(parser.push(b"junk\x00Sn\x001\x00\x00").is_err());
     }
 }

@@ -105,7 +105,7 @@ impl TestShell {
         self.seq += 1;
         let nonce = format!("nonce{}", self.seq);
         self.files
-            .write_run(&nonce, command, None, env, true)
+            .write_run(&nonce, "t.1", command, None, env, true)
             .unwrap();
         let fifo = OutputFifo::create(self.files.fifo_path()).unwrap();
         self.writer.send(self.files.run_line()).await.unwrap();

@@ -103,7 +103,7 @@ fn a_backgrounded_job_keeps_its_shell_and_the_standby_takes_over() {
     assert!(pool.is_primary(&Fake(2).key()));
     assert_eq!(
         pool.give_back(&job("a"), Some(&completed("/x", "n", true))),
-        Returned::Linger(Fake(1))
+        Returned::Release(Fake(1))
     );
     assert_eq!(
         pool.cwd(),
@@ -112,7 +112,7 @@ fn a_backgrounded_job_keeps_its_shell_and_the_standby_takes_over() {
     );
     let mut pool = pool_with_primary();
     pool.lend(&job("b"), Fake(3));
-    assert_eq!(pool.give_back(&job("b"), None), Returned::Stop(Fake(3)));
+    assert_eq!(pool.give_back(&job("b"), None), Returned::Release(Fake(3)));
 }
 
 #[test]
