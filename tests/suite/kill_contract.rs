@@ -149,3 +149,30 @@ async fn a_timed_out_run_loses_its_own_children_setsid_and_double_forked_ones_in
     rt.runtime.shutdown().await;
     rt.assert_no_processes_within(Duration::from_secs(5)).await;
 }
+
+/// `exec sleep 100` replaces bash with a program that holds none of the
+/// shell's channels: the run ends at once with a clear error (not at its
+/// deadline), the program is killed, and the next call has the state.
+#[tokio::test]
+async fn a_shell_replaced_by_exec_ends_its_run_at_once() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("exec").await;
+    run(&session, "cd / && export KEPT=yes").await;
+    let started = std::time::Instant::now();
+    let result = run(&session, "exec sleep 100").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "waited {:?}",
+        started.elapsed()
+    );
+    assert!(result.shell_restarted, "{}", result.text);
+    assert!(result.is_error);
+    assert!(result.text.contains("status channel closed"), "{}", result.text);
+    wait_until(&rt, "the exec'd program outlived its run", |rt| {
+        !alive(rt, "100")
+    })
+    .await;
+    let next = run(&session, "echo \"$KEPT $PWD\"").await;
+    assert_eq!(next.output, "yes /\n");
+    rt.runtime.shutdown().await;
+}
