@@ -1,8 +1,10 @@
 //! The chaos soak: sessions run a mixed workload while an injector kills
-//! random actors (ractor `kill()`) and SIGKILLs random shells. Every call is
-//! recorded (invoked, completed with what) and the history is checked
-//! afterwards: no lost or duplicated completion, no output attributed to the
-//! wrong call, no orphan, and memory and descriptors back to baseline.
+//! random actors (ractor `kill()`), makes random actors panic inside a
+//! handler, and SIGKILLs random shells. Every call is recorded (invoked,
+//! completed with what) and the history is checked afterwards: no lost or
+//! duplicated completion, every background result nobody waited for on the
+//! completion stream, no output attributed to the wrong call, no orphan, and
+//! memory and descriptors back to baseline.
 //!
 //! Seeded and reproducible in its choices (timing is not): set
 //! `SHELLVISOR_CHAOS_SEED`, `SHELLVISOR_CHAOS_SECS` (default 120 under CI,
@@ -67,15 +69,18 @@ enum Op {
     Async,
     AutoBackground,
     Pty,
+    /// An async job nobody waits for: its result must come on the stream.
+    Streamed,
 }
 
-const OPS: [Op; 6] = [
+const OPS: [Op; 7] = [
     Op::Echo,
     Op::Sleep,
     Op::Flood,
     Op::Async,
     Op::AutoBackground,
     Op::Pty,
+    Op::Streamed,
 ];
 
 #[derive(Debug)]
@@ -86,6 +91,8 @@ enum Outcome {
     Error(ErrorCode),
     /// Nothing came back within the deadline.
     Lost,
+    /// Started in the background; the completion stream delivers it.
+    Started,
 }
 
 #[derive(Debug)]
@@ -176,6 +183,17 @@ async fn run_op(session: &Session, index: usize, op: Op, token: String) -> Recor
                 Err(outcome) => outcome,
             }
         }
+        Op::Streamed => {
+            let command = format!("sleep 0.2; echo {marker}");
+            match bounded(session.run(RunRequest::new(command).run_async(true))).await {
+                Ok(RunOutcome::Backgrounded(job)) => {
+                    job_id = Some(job.job_id);
+                    Outcome::Started
+                }
+                Ok(_) => Outcome::Lost,
+                Err(outcome) => outcome,
+            }
+        }
         Op::Pty => {
             match bounded(session.start_pty(RunRequest::new("read -p 'v? ' v; echo \"$v\""))).await
             {
@@ -254,6 +272,7 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
     let secs: u64 = env_or("SHELLVISOR_CHAOS_SECS", default_secs);
     let sessions: usize = env_or("SHELLVISOR_CHAOS_SESSIONS", 16);
     println!("chaos: seed {seed:#x}, {secs} s, {sessions} sessions");
+    quiet_injected_panics();
 
     let fds_before = open_fds();
     let rss_before = rss_bytes();
@@ -297,17 +316,28 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
     }
 
     // The completion stream of each session, drained concurrently.
-    let streamed = Arc::new(Mutex::new(Vec::<(JobId, Instant)>::new()));
+    let streamed = Arc::new(Mutex::new(Vec::<(JobId, Instant, Vec<String>)>::new()));
     let mut consumers = Vec::new();
     for session in &handles {
         let session = session.clone();
         let streamed = Arc::clone(&streamed);
         consumers.push(tokio::spawn(async move {
-            while let Ok(result) = session.next_completion().await {
-                streamed
-                    .lock()
-                    .unwrap()
-                    .push((result.job_id, Instant::now()));
+            // A Session killed or panicked is recreated on next use: keep
+            // consuming from the new one.
+            loop {
+                match session.next_completion().await {
+                    Ok(result) => {
+                        let found = tokens(&result.output)
+                            .into_iter()
+                            .map(str::to_owned)
+                            .collect();
+                        streamed
+                            .lock()
+                            .unwrap()
+                            .push((result.job_id, Instant::now(), found));
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
             }
         }));
     }
@@ -315,6 +345,7 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
     // The injector.
     let mut rng = Rng(seed);
     let mut actor_kills: HashMap<ActorKind, usize> = HashMap::new();
+    let mut actor_panics: HashMap<ActorKind, usize> = HashMap::new();
     let mut shell_kills = 0usize;
     let mut ready_after = Vec::new();
     let actor_every = Duration::from_millis(60_000 / ACTOR_KILLS_PER_MIN);
@@ -339,8 +370,15 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
         let kind = kinds[rng.below(kinds.len() as u64) as usize];
         let candidates: Vec<_> = actors.iter().filter(|a| a.kind() == kind).collect();
         if !candidates.is_empty() {
-            candidates[rng.below(candidates.len() as u64) as usize].kill();
-            *actor_kills.entry(kind).or_default() += 1;
+            let victim = candidates[rng.below(candidates.len() as u64) as usize];
+            // Half crash (a kill), half bug (a panic inside a handler).
+            if rng.below(2) == 0 {
+                victim.kill();
+                *actor_kills.entry(kind).or_default() += 1;
+            } else {
+                victim.panic();
+                *actor_panics.entry(kind).or_default() += 1;
+            }
         }
         if tick.is_multiple_of(shell_every) {
             let shells: Vec<u32> = rt
@@ -385,8 +423,34 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
             .expect("a worker hung")
             .unwrap();
     }
-    // Let the last completions reach the stream, then stop the consumers.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Let the last completions reach the stream: every streamed job that
+    // finished and is still retained is delivered (or the check below
+    // names it), then stop the consumers.
+    let pending = |records: &[Record], streamed: &[(JobId, Instant, Vec<String>)]| {
+        records
+            .iter()
+            .filter(|r| r.op == Op::Streamed && matches!(r.outcome, Outcome::Started))
+            .filter_map(|r| r.job_id.clone().map(|id| (r.session, id)))
+            .filter(|(_, id)| !streamed.iter().any(|(s, _, _)| s == id))
+            .collect::<Vec<_>>()
+    };
+    let drain_until = Instant::now() + Duration::from_secs(15);
+    let undelivered = loop {
+        let waiting = pending(&records.lock().unwrap(), &streamed.lock().unwrap());
+        let mut undelivered = Vec::new();
+        for (session, id) in waiting {
+            // Its Job or Session actor was killed: its result went with it.
+            if let Ok(info) = handles[session].job(&id).await
+                && info.state != shellvisor::JobStatus::Running
+            {
+                undelivered.push(format!("{id} ({:?})", info.state));
+            }
+        }
+        if undelivered.is_empty() || Instant::now() >= drain_until {
+            break undelivered;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     for consumer in &consumers {
         consumer.abort();
     }
@@ -416,6 +480,7 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
         entry.0 += 1;
         match &record.outcome {
             Outcome::Lost => lost.push(format!("{record:?}")),
+            Outcome::Started => entry.1 += 1,
             Outcome::Error(code) => {
                 entry.2 += 1;
                 *error_codes.entry(code.as_str()).or_insert(0usize) += 1;
@@ -453,16 +518,30 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
     let mut seen = HashSet::new();
     let duplicates: Vec<String> = streamed
         .iter()
-        .filter(|(id, _)| !seen.insert(id.clone()))
+        .filter(|(id, _, _)| !seen.insert(id.clone()))
         .map(|d| format!("{d:?}"))
         .collect();
+    // A streamed result carries its own call's token, and only that.
+    let tokens_by_job: HashMap<&JobId, &str> = records
+        .iter()
+        .filter_map(|r| Some((r.job_id.as_ref()?, r.token.as_str())))
+        .collect();
+    for (id, _, found) in &streamed {
+        if let Some(token) = tokens_by_job.get(id)
+            && found.iter().any(|t| t != token)
+        {
+            misattributed.push(((*token).to_owned(), found.clone()));
+        }
+    }
+    drop(tokens_by_job);
+    let streamed_jobs = records.iter().filter(|r| r.op == Op::Streamed).count();
     let waited: HashMap<&JobId, Instant> = records
         .iter()
         .filter_map(|r| Some((r.job_id.as_ref()?, r.waited_at?)))
         .collect();
     let delivered_twice: Vec<String> = streamed
         .iter()
-        .filter(|(id, at)| waited.get(id).is_some_and(|w| w < at))
+        .filter(|(id, at, _)| waited.get(id).is_some_and(|w| w < at))
         .map(|d| format!("{d:?}"))
         .collect();
     drop(waited);
@@ -524,10 +603,13 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
     );
     println!("errors by code: {error_codes:?}");
     println!("actor kills: {actor_kills:?}; shell SIGKILLs: {shell_kills}");
+    println!("actor panics: {actor_panics:?}");
     println!(
-        "completion stream: {streamed_count} results, {} duplicated, {} after a wait took them",
+        "completion stream: {streamed_count} results, {} duplicated, {} after a wait took them; \
+         {streamed_jobs} jobs left to the stream, {} finished and never delivered",
         duplicates.len(),
-        delivered_twice.len()
+        delivered_twice.len(),
+        undelivered.len()
     );
     println!(
         "restart to ready ({} samples): p50 {:?}, p99 {:?}",
@@ -563,6 +645,10 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
         delivered_twice.is_empty(),
         "completions delivered after a wait: {delivered_twice:?}"
     );
+    assert!(
+        undelivered.is_empty(),
+        "finished background results that never reached the stream: {undelivered:?}"
+    );
     assert!(calls >= sessions * 2, "too few calls ran: {calls}");
     assert!(
         fds_after <= fds_before + 5,
@@ -581,6 +667,25 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
         rss_after <= rss_before + 32 * 1024 * 1024,
         "RSS grew from {rss_before} to {rss_after} bytes"
     );
+}
+
+/// Injected panics are expected: print nothing for them (the default hook
+/// would print, and symbolizing a backtrace caches the test binary's debug
+/// information on the heap, tens of MiB that the heap check below would
+/// count). Any other panic goes to the default hook. nextest runs each test
+/// in its own process, so the process-wide hook touches no other test.
+fn quiet_injected_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied());
+        if !message.is_some_and(|m| m.starts_with("chaos: ")) {
+            default(info);
+        }
+    }));
 }
 
 /// Bytes allocated through malloc and not freed (every arena).

@@ -167,7 +167,11 @@ async fn a_shell_replaced_by_exec_ends_its_run_at_once() {
     );
     assert!(result.shell_restarted, "{}", result.text);
     assert!(result.is_error);
-    assert!(result.text.contains("status channel closed"), "{}", result.text);
+    assert!(
+        result.text.contains("status channel closed"),
+        "{}",
+        result.text
+    );
     wait_until(&rt, "the exec'd program outlived its run", |rt| {
         !alive(rt, "100")
     })

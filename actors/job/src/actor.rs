@@ -1,5 +1,6 @@
 //! The Job actor: its arguments, its state and its message dispatch.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -41,8 +42,10 @@ use shellvisor_run::SlotGuard;
 use shellvisor_run::Timer;
 use tokio::sync::broadcast;
 
+use crate::delivery::Delivery;
 use crate::messages::JobMsg;
 use crate::messages::JobNotice;
+use crate::messages::Offer;
 
 /// How many times a run refused by a dead shell is moved to a fresh one.
 const MAX_SHELL_RETRIES: u32 = 2;
@@ -142,14 +145,16 @@ pub(crate) struct Timers {
 
 /// The finished run's result and who has had it.
 #[derive(Debug, Default)]
-pub(crate) struct Delivery {
+pub(crate) struct Answers {
     pub(crate) result: Option<Box<RunResult>>,
-    /// Whether a caller, a wait or the completion stream took the result.
-    pub(crate) delivered: bool,
+    /// Offers of the result and their confirmations.
+    pub(crate) delivery: Delivery,
     /// Waits for the result.
-    pub(crate) waiters: Vec<RpcReplyPort<Result<Box<RunResult>>>>,
+    pub(crate) waiters: Vec<RpcReplyPort<Result<Offer>>>,
     /// Kills waiting for the run to end.
     pub(crate) kill_waiters: Vec<RpcReplyPort<Result<()>>>,
+    /// The lease of each unconfirmed offer.
+    pub(crate) leases: HashMap<u64, Timer<JobMsg>>,
 }
 
 /// A Job's state.
@@ -172,7 +177,7 @@ pub struct JobState {
     pub(crate) timers: Timers,
     /// Set once the runner was asked to kill the run.
     pub(crate) kill_sent: bool,
-    pub(crate) delivery: Delivery,
+    pub(crate) answers: Answers,
 }
 
 impl Actor for Job {
@@ -277,7 +282,7 @@ impl Actor for Job {
             slot,
             timers,
             kill_sent: false,
-            delivery: Delivery::default(),
+            answers: Answers::default(),
         };
         if let Some(reason) = pty_failure {
             tracing::warn!(job = %state.job_id, %reason, "could not start the program on a terminal");
@@ -299,9 +304,11 @@ impl Actor for Job {
         state: &mut JobState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         match message {
+            #[cfg(feature = "chaos")]
+            JobMsg::Panic => panic!("chaos: a panic injected into a Job handler"),
             JobMsg::Runner(RunNotice::Finished(report)) => state.runner_finished(&myself, *report),
             JobMsg::Runner(RunNotice::PtyState(pty_state)) => {
-                if state.delivery.result.is_none()
+                if state.answers.result.is_none()
                     && let RunnerRef::Pty { state: known, .. } = &mut state.runner
                 {
                     *known = pty_state;
@@ -330,7 +337,7 @@ impl Actor for Job {
                 }),
             },
             JobMsg::UseShell(shell) => {
-                if state.delivery.result.is_none()
+                if state.answers.result.is_none()
                     && let RunnerRef::Shell { shell: current, .. } = &mut state.runner
                 {
                     *current = shell;
@@ -354,20 +361,22 @@ impl Actor for Job {
                 let info = state.info().await;
                 let _ = reply.send(Ok(info));
             }
-            JobMsg::Wait(reply) => state.wait(reply),
-            JobMsg::Unclaim => state.delivery.delivered = false,
-            JobMsg::Claim(reply) => state.claim(reply),
+            JobMsg::Wait(reply) => state.wait(&myself, reply),
+            JobMsg::Claim(reply) => state.claim(&myself, reply),
+            JobMsg::Unclaim(token) => state.withdraw(token),
+            JobMsg::Confirm(token) => state.confirm(token),
+            JobMsg::OfferExpired(token) => state.offer_expired(token),
             JobMsg::Kill(reply) => {
-                if state.delivery.result.is_some() {
+                if state.answers.result.is_some() {
                     let _ = reply.send(Ok(()));
                 } else {
-                    state.delivery.kill_waiters.push(reply);
+                    state.answers.kill_waiters.push(reply);
                     state.kill(&myself, KillReason::Cancelled);
                 }
             }
             JobMsg::DeadlineElapsed => {
                 state.timers.deadline = None;
-                if state.delivery.result.is_none() {
+                if state.answers.result.is_none() {
                     state.kill(&myself, KillReason::Timeout);
                 }
             }
@@ -377,7 +386,7 @@ impl Actor for Job {
             }
             JobMsg::Unresponsive => {
                 state.timers.watchdog = None;
-                if state.delivery.result.is_none() {
+                if state.answers.result.is_none() {
                     state.finish(
                         &myself,
                         RunReport::without_output(RunEnd::ShellLost {
@@ -388,7 +397,9 @@ impl Actor for Job {
                 }
             }
             JobMsg::Evict => {
-                if matches!(state.caller, Caller::Backgrounded) && !state.delivery.delivered {
+                if matches!(state.caller, Caller::Backgrounded)
+                    && !state.answers.delivery.is_delivered()
+                {
                     // Its result has not been delivered yet: keep it.
                     state.arm_eviction(&myself);
                 } else {
@@ -430,7 +441,7 @@ impl Actor for Job {
             return Ok(());
         }
         *session = None;
-        if state.delivery.result.is_none() {
+        if state.answers.result.is_none() {
             tracing::warn!(job = %state.job_id, %reason, "terminal session stopped during the run");
             state.finish(
                 &myself,
@@ -450,7 +461,7 @@ impl JobState {
     fn runner_finished(&mut self, myself: &ActorRef<JobMsg>, report: RunReport) {
         if let (RunEnd::Refused { .. }, RunnerRef::Shell { refusals, .. }) =
             (&report.end, &mut self.runner)
-            && self.delivery.result.is_none()
+            && self.answers.result.is_none()
             && *refusals < MAX_SHELL_RETRIES
         {
             tracing::debug!(job = %self.job_id, "shell refused the run; asking for another");

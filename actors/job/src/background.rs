@@ -28,7 +28,7 @@ impl JobState {
     /// finished (a stale timer), was answered already, or the running-job
     /// cap is reached (the run then stays in the foreground).
     pub(crate) async fn background_now(&mut self, reason: BackgroundReason) {
-        if self.delivery.result.is_some() || !matches!(self.caller, Caller::Waiting(_)) {
+        if self.answers.result.is_some() || !matches!(self.caller, Caller::Waiting(_)) {
             return;
         }
         let slot = match self.slots.try_acquire() {

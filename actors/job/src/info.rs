@@ -16,7 +16,7 @@ const COUNT_DEADLINE: Duration = Duration::from_secs(2);
 
 impl JobState {
     pub(crate) async fn info(&self) -> JobInfo {
-        let (status, exit_code, output_bytes, wall_time_ms) = match &self.delivery.result {
+        let (status, exit_code, output_bytes, wall_time_ms) = match &self.answers.result {
             Some(result) => {
                 let status = if result.timed_out {
                     JobStatus::TimedOut

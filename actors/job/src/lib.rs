@@ -20,7 +20,9 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod actor;
+mod answers;
 mod background;
+mod delivery;
 mod info;
 mod messages;
 mod result;
@@ -32,4 +34,5 @@ pub use actor::JobStart;
 pub use actor::Runner;
 pub use messages::JobMsg;
 pub use messages::JobNotice;
+pub use messages::Offer;
 pub use messages::ShellRelease;

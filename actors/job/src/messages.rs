@@ -15,6 +15,10 @@ use shellvisor_run::RunNotice;
 /// Messages accepted by [`crate::Job`].
 #[derive(Debug)]
 pub enum JobMsg {
+    /// Fault injection for tests (feature `chaos`): the handler panics, as
+    /// a bug would.
+    #[cfg(feature = "chaos")]
+    Panic,
     /// From the runner (the Shell or the PtySession).
     Runner(RunNotice),
     /// An interactive call (input, keys, resize, screen, state); refused with
@@ -39,14 +43,19 @@ pub enum JobMsg {
     },
     /// The job's current state.
     GetInfo(RpcReplyPort<Result<JobInfo>>),
-    /// The result once the job finishes (answered at once if it has). A wait
-    /// that returns the result counts as its delivery.
-    Wait(RpcReplyPort<Result<Box<RunResult>>>),
-    /// The result if the job has finished and it was not delivered yet (the
-    /// session's completion stream); it then counts as delivered.
-    Claim(RpcReplyPort<Option<Box<RunResult>>>),
-    /// A claimed result could not be handed on: it is undelivered again.
-    Unclaim,
+    /// The result once the job finishes (answered at once if it has). The
+    /// waiter confirms the offer ([`JobMsg::Confirm`]); then it counts as
+    /// the result's delivery.
+    Wait(RpcReplyPort<Result<Offer>>),
+    /// The result for the session's completion stream, if the job has
+    /// finished and nobody has had it (nor has it on offer); to confirm.
+    Claim(RpcReplyPort<Option<Offer>>),
+    /// A claimed offer could not be handed on: the result is undelivered again.
+    Unclaim(u64),
+    /// The receiver of an offer has the result.
+    Confirm(u64),
+    /// Internal: an offer's lease ran out unconfirmed.
+    OfferExpired(u64),
     /// Kill the job's process tree; answered once it has ended.
     Kill(RpcReplyPort<Result<()>>),
     /// Internal: the run's deadline elapsed.
@@ -76,6 +85,17 @@ impl TryFrom<JobMsg> for RunNotice {
     }
 }
 
+/// A finished job's result, offered under a token that its receiver
+/// confirms with [`JobMsg::Confirm`] (an unconfirmed offer goes back to the
+/// completion stream).
+#[derive(Debug)]
+pub struct Offer {
+    /// The result.
+    pub result: Box<RunResult>,
+    /// What the receiver confirms with.
+    pub token: u64,
+}
+
 /// What a Job tells its Session.
 #[derive(Debug)]
 pub enum JobNotice {
@@ -90,8 +110,8 @@ pub enum JobNotice {
         /// Which job.
         job_id: JobId,
     },
-    /// A finished background job's result was meant for a waiter who left:
-    /// it belongs on the completion stream.
+    /// A finished background job's result is undelivered (its receiver left
+    /// or never confirmed): it belongs on the completion stream.
     Undelivered {
         /// Which job.
         job_id: JobId,

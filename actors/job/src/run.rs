@@ -1,18 +1,14 @@
-//! Driving the run: starting it on its runner, killing it, finishing it and
-//! handing its result out exactly once.
+//! Driving the run: starting it on its runner, killing it, finishing it.
 
 use std::time::Duration;
 
 use ractor::ActorRef;
 use ractor::DerivedActorRef;
-use ractor::RpcReplyPort;
 use shellvisor_actor_pty::PtyMsg;
 use shellvisor_actor_shell::ExecRequest;
 use shellvisor_actor_shell::ShellMsg;
 use shellvisor_protocol::PtyState;
-use shellvisor_protocol::Result;
 use shellvisor_protocol::RunOutcome;
-use shellvisor_protocol::RunResult;
 use shellvisor_protocol::SessionEvent;
 use shellvisor_run::AbortOnDrop;
 use shellvisor_run::KillReason;
@@ -79,7 +75,7 @@ impl JobState {
     /// The run is over: build the result, free the shell and the slot, and
     /// hand the result to its caller, its waiters or the completion stream.
     pub(crate) fn finish(&mut self, myself: &ActorRef<JobMsg>, report: RunReport) {
-        if self.delivery.result.is_some() {
+        if self.answers.result.is_some() {
             return;
         }
         // Dropping the timers aborts them.
@@ -104,9 +100,10 @@ impl JobState {
         self.slot = None;
         let background = matches!(self.caller, Caller::Backgrounded);
         // A wait that takes the result is its delivery, so the completion
-        // stream gets it only when nobody waits.
-        self.delivery.waiters.retain(|waiter| !waiter.is_closed());
-        let deliver = background && !self.delivery.delivered && self.delivery.waiters.is_empty();
+        // stream gets it only when nobody waits (a waiter that does not
+        // confirm puts it back there when its offer's lease runs out).
+        self.answers.waiters.retain(|waiter| !waiter.is_closed());
+        let deliver = background && self.answers.waiters.is_empty();
         // The Session must learn the shell (and the terminal slot) is free
         // before any caller, waiter or not, can send its next request.
         let _ = self.notify.send_message(JobNotice::Finished {
@@ -119,60 +116,21 @@ impl JobState {
             exit_code: result.exit_code,
             timed_out: result.timed_out,
         });
-        let mut waited = false;
-        for waiter in self.delivery.waiters.drain(..) {
-            if waiter.send(Ok(result.clone())).is_ok() {
-                self.delivery.delivered = true;
-                waited = true;
-            }
-        }
-        if background && !deliver && !self.delivery.delivered && !waited {
-            // Every waiter left just now: the stream must have it after all.
-            let _ = self.notify.send_message(JobNotice::Undelivered {
-                job_id: self.job_id.clone(),
-            });
+        let waiters = std::mem::take(&mut self.answers.waiters);
+        self.answers.result = Some(result);
+        for waiter in waiters {
+            self.answer_wait(myself, waiter);
         }
         if matches!(self.caller, Caller::Waiting(_))
             && let Caller::Waiting(reply) = std::mem::replace(&mut self.caller, Caller::Answered)
+            && let Some(result) = &self.answers.result
         {
-            if reply
-                .send(Ok(RunOutcome::Completed((*result).clone())))
-                .is_ok()
-            {
-                self.delivery.delivered = true;
-            }
+            let _ = reply.send(Ok(RunOutcome::Completed((**result).clone())));
             tracing::trace!(target: "shellvisor::stage", "job: replied");
         }
-        for killer in self.delivery.kill_waiters.drain(..) {
+        for killer in self.answers.kill_waiters.drain(..) {
             let _ = killer.send(Ok(()));
         }
-        self.delivery.result = Some(result);
         self.arm_eviction(myself);
-    }
-
-    /// A wait for the result: answered at once if the run has finished (a
-    /// wait that returns the result counts as its delivery).
-    pub(crate) fn wait(&mut self, reply: RpcReplyPort<Result<Box<RunResult>>>) {
-        match &self.delivery.result {
-            Some(result) => {
-                if reply.send(Ok(result.clone())).is_ok() {
-                    self.delivery.delivered = true;
-                }
-            }
-            None => self.delivery.waiters.push(reply),
-        }
-    }
-
-    /// The completion stream asks for the result: it gets it if the run has
-    /// finished and nobody had it yet; it then counts as delivered.
-    pub(crate) fn claim(&mut self, reply: RpcReplyPort<Option<Box<RunResult>>>) {
-        let claim = match &self.delivery.result {
-            Some(result) if !self.delivery.delivered => Some(result.clone()),
-            _ => None,
-        };
-        let claimed = claim.is_some();
-        if reply.send(claim).is_ok() && claimed {
-            self.delivery.delivered = true;
-        }
     }
 }

@@ -215,6 +215,8 @@ impl Actor for PtySession {
         state: &mut PtySessionState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         match message {
+            #[cfg(feature = "chaos")]
+            PtyMsg::Panic => panic!("chaos: a panic injected into a PtySession handler"),
             PtyMsg::Call(call) => state.call(call),
             PtyMsg::Kill(reason) => state.kill(&myself, reason),
             PtyMsg::Exited { info, child } => {

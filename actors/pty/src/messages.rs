@@ -14,6 +14,10 @@ use shellvisor_run::KillReason;
 /// Messages accepted by [`crate::PtySession`].
 #[derive(Debug)]
 pub enum PtyMsg {
+    /// Fault injection for tests (feature `chaos`): the handler panics, as
+    /// a bug would.
+    #[cfg(feature = "chaos")]
+    Panic,
     /// A request from the job's owner.
     Call(PtyCall),
     /// Kill the program's whole session (TERM and CONT, then KILL after the

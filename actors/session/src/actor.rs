@@ -110,6 +110,8 @@ impl Actor for Session {
         state: &mut SessionState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         match message {
+            #[cfg(feature = "chaos")]
+            SessionMsg::Panic => panic!("chaos: a panic injected into a Session handler"),
             SessionMsg::Run {
                 request,
                 reply,
@@ -127,6 +129,11 @@ impl Actor for Session {
             }),
             SessionMsg::JobInfo { job_id, reply } => state.forward(&job_id, reply, JobMsg::GetInfo),
             SessionMsg::Wait { job_id, reply } => state.forward(&job_id, reply, JobMsg::Wait),
+            SessionMsg::Confirm { job_id, token } => {
+                if let Some(job) = state.jobs.get(&job_id) {
+                    let _ = job.cast(JobMsg::Confirm(token));
+                }
+            }
             SessionMsg::Kill { job_id, reply } => state.forward(&job_id, reply, JobMsg::Kill),
             SessionMsg::Pty { job_id, call } => match state.jobs.get(&job_id) {
                 Some(job) => {

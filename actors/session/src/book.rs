@@ -12,8 +12,8 @@ use ractor::ActorId;
 use ractor::ActorRef;
 use ractor::RpcReplyPort;
 use shellvisor_actor_job::JobMsg;
+use shellvisor_actor_job::Offer;
 use shellvisor_protocol::JobId;
-use shellvisor_protocol::RunResult;
 
 /// What the book needs of a job handle: its actor's id.
 pub(crate) trait BookJob: Clone {
@@ -28,7 +28,7 @@ impl BookJob for ActorRef<JobMsg> {
 }
 
 /// A consumer of the completion stream, waiting for the next result.
-pub(crate) type CompletionWaiter = RpcReplyPort<Box<RunResult>>;
+pub(crate) type CompletionWaiter = RpcReplyPort<Offer>;
 
 /// A session's retained jobs.
 #[derive(Debug)]
@@ -192,10 +192,7 @@ mod tests {
         book
     }
 
-    fn waiter() -> (
-        CompletionWaiter,
-        tokio::sync::oneshot::Receiver<Box<RunResult>>,
-    ) {
+    fn waiter() -> (CompletionWaiter, tokio::sync::oneshot::Receiver<Offer>) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         (RpcReplyPort::from(tx), rx)
     }

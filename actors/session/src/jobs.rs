@@ -308,11 +308,13 @@ impl SessionState {
     }
 
     /// Hands finished background jobs' results to callers waiting for the
-    /// next completion. Each result goes out once: the job itself records the
-    /// delivery (a claim), so a wait that took it first wins.
+    /// next completion. Each result goes out once: the job offers it under a
+    /// token (a claim) and counts it delivered when the consumer confirms,
+    /// so a wait that took it first wins, and a consumer that vanished
+    /// before confirming does not lose it.
     pub(crate) async fn serve_completions(&mut self) {
         while let Some((job_id, actor)) = self.jobs.next_to_deliver() {
-            let Ok(CallResult::Success(Some(mut result))) =
+            let Ok(CallResult::Success(Some(mut offer))) =
                 actor.call(JobMsg::Claim, Some(JOB_ANSWER_DEADLINE)).await
             else {
                 continue;
@@ -320,18 +322,16 @@ impl SessionState {
             loop {
                 let Some(waiter) = self.jobs.next_waiter() else {
                     // Everyone left meanwhile: the result is undelivered again.
-                    let _ = actor.cast(JobMsg::Unclaim);
+                    let _ = actor.cast(JobMsg::Unclaim(offer.token));
                     self.jobs.requeue_first(job_id);
                     return;
                 };
-                match waiter.send(result) {
+                match waiter.send(offer) {
                     Ok(()) => break,
-                    Err(MessagingErr::SendErr(unsent)) => result = unsent,
-                    Err(_) => {
-                        let _ = actor.cast(JobMsg::Unclaim);
-                        self.jobs.requeue_first(job_id);
-                        return;
-                    }
+                    Err(MessagingErr::SendErr(unsent)) => offer = unsent,
+                    // Not a send error: nothing came back to retry with; the
+                    // offer's lease puts the result back on the stream.
+                    Err(_) => return,
                 }
             }
         }

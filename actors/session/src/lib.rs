@@ -24,3 +24,4 @@ mod terminal;
 pub use actor::Session;
 pub use actor::SessionArgs;
 pub use messages::SessionMsg;
+pub use shellvisor_actor_job::Offer;

@@ -2,6 +2,7 @@
 
 use ractor::RpcReplyPort;
 use shellvisor_actor_job::JobNotice;
+use shellvisor_actor_job::Offer;
 use shellvisor_actor_pty::PtyCall;
 use shellvisor_actor_shell::ShellNotice;
 use shellvisor_protocol::JobId;
@@ -10,11 +11,14 @@ use shellvisor_protocol::OutputChunk;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunOutcome;
 use shellvisor_protocol::RunRequest;
-use shellvisor_protocol::RunResult;
 
 /// Messages accepted by [`crate::Session`].
 #[derive(Debug)]
 pub enum SessionMsg {
+    /// Fault injection for tests (feature `chaos`): the handler panics, as
+    /// a bug would.
+    #[cfg(feature = "chaos")]
+    Panic,
     /// Run a command; the Job answers `reply` once.
     Run {
         /// The request.
@@ -45,12 +49,21 @@ pub enum SessionMsg {
         /// Where the state goes.
         reply: RpcReplyPort<Result<JobInfo>>,
     },
-    /// A job's result once it finishes (the caller bounds the wait).
+    /// A job's result once it finishes (the caller bounds the wait), to be
+    /// confirmed with [`SessionMsg::Confirm`].
     Wait {
         /// The job (of this session only).
         job_id: JobId,
-        /// Where the result goes.
-        reply: RpcReplyPort<Result<Box<RunResult>>>,
+        /// Where the offer goes.
+        reply: RpcReplyPort<Result<Offer>>,
+    },
+    /// The receiver of a job's offered result has it (a wait, or the
+    /// completion stream): it counts as delivered.
+    Confirm {
+        /// The job (of this session only).
+        job_id: JobId,
+        /// The offer's token.
+        token: u64,
     },
     /// Kill a job's process tree; answered once it has ended.
     Kill {
@@ -67,8 +80,9 @@ pub enum SessionMsg {
         call: PtyCall,
     },
     /// The next finished background job whose result nobody has taken
-    /// (answered when one finishes).
-    NextCompletion(RpcReplyPort<Box<RunResult>>),
+    /// (answered when one finishes), to be confirmed with
+    /// [`SessionMsg::Confirm`].
+    NextCompletion(RpcReplyPort<Offer>),
     /// The primary has been held by `job_id` long enough to prepare a
     /// standby shell (sent by the Session's own timer).
     PrepareStandby {

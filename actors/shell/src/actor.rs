@@ -90,6 +90,8 @@ impl Actor for Shell {
             return Ok(());
         };
         match message {
+            #[cfg(feature = "chaos")]
+            ShellMsg::Panic => panic!("chaos: a panic injected into a Shell handler"),
             ShellMsg::Exec(request) => live.exec(request).await,
             ShellMsg::KillRun(reason) => live.kill_run(&myself, reason).await,
             ShellMsg::Stop(reason) => {

@@ -13,6 +13,10 @@ use shellvisor_run::RunNotice;
 /// Messages accepted by [`crate::Shell`].
 #[derive(Debug)]
 pub enum ShellMsg {
+    /// Fault injection for tests (feature `chaos`): the handler panics, as
+    /// a bug would.
+    #[cfg(feature = "chaos")]
+    Panic,
     /// Run a command; the outcome goes to the request's `reply_to`.
     Exec(ExecRequest),
     /// Kill the run in progress (its deadline fired, or it was cancelled):

@@ -88,6 +88,8 @@ impl Actor for Sink {
         state: &mut SinkState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
+            #[cfg(feature = "chaos")]
+            SinkMsg::Panic => panic!("chaos: a panic injected into a Sink handler"),
             SinkMsg::Chunk(chunk, permit) => {
                 state.store(&chunk);
                 drop(permit);

@@ -11,6 +11,10 @@ use tokio::sync::OwnedSemaphorePermit;
 /// Messages accepted by [`crate::Sink`].
 #[derive(Debug)]
 pub enum SinkMsg {
+    /// Fault injection for tests (feature `chaos`): the handler panics, as
+    /// a bug would.
+    #[cfg(feature = "chaos")]
+    Panic,
     /// Raw output bytes. The permit is released once they are stored, which
     /// is what bounds the bytes in flight.
     Chunk(Bytes, OwnedSemaphorePermit),

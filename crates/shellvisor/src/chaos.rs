@@ -1,6 +1,6 @@
 //! Fault injection for tests (feature `chaos`): find the runtime's actors by
 //! kind and kill them the hard way (ractor `kill()`, which skips `post_stop`),
-//! as a crash would.
+//! as a crash would, or make them panic inside a handler, as a bug would.
 
 use ractor::ActorCell;
 use shellvisor_actor_job::JobMsg;
@@ -42,6 +42,19 @@ impl ActorHandle {
     /// Kills it at once: no `post_stop`, its children die with it.
     pub fn kill(&self) {
         self.cell.kill();
+    }
+
+    /// Makes it panic inside a message handler, as a bug would: ractor
+    /// reports the failure to its supervisor (no `post_stop`; its state,
+    /// with its guards, is dropped).
+    pub fn panic(&self) {
+        let _ = match self.kind {
+            ActorKind::Session => self.cell.send_message(SessionMsg::Panic).map_err(drop),
+            ActorKind::Shell => self.cell.send_message(ShellMsg::Panic).map_err(drop),
+            ActorKind::Job => self.cell.send_message(JobMsg::Panic).map_err(drop),
+            ActorKind::Sink => self.cell.send_message(SinkMsg::Panic).map_err(drop),
+            ActorKind::PtySession => self.cell.send_message(PtyMsg::Panic).map_err(drop),
+        };
     }
 }
 
