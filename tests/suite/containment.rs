@@ -48,8 +48,41 @@ async fn the_layer_in_effect_is_reported() {
             "{cgroup} does not name {relative}"
         );
     }
+    // Without cgroups: a user + PID + mount namespace per session (this
+    // machine family allows unprivileged user namespaces).
     let mut config = Config::default();
     config.containment.cgroups = false;
+    let namespaced = TestRuntime::with_config(config).await;
+    assert_eq!(
+        namespaced.runtime.containment().layer,
+        ContainmentLayer::PidNamespace
+    );
+    let session = namespaced.session("namespaced").await;
+    let ours = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let inside = run(
+        &session,
+        "readlink /proc/self/ns/pid; id -u; ps -e -o pid= | wc -l",
+    )
+    .await;
+    let mut lines = inside.output.lines();
+    assert_ne!(
+        lines.next().map(std::path::PathBuf::from),
+        Some(ours),
+        "the session's shell is in a PID namespace of its own"
+    );
+    assert_eq!(
+        lines.next(),
+        Some(rustix::process::getuid().as_raw().to_string().as_str()),
+        "the user's own uid, unchanged"
+    );
+    let listed: usize = lines.next().unwrap().trim().parse().unwrap();
+    assert!(
+        listed < 10,
+        "ps inside lists the session's processes only: {listed}"
+    );
+    let mut config = Config::default();
+    config.containment.cgroups = false;
+    config.containment.pid_namespace = false;
     let reaper_only = TestRuntime::with_config(config).await;
     assert_eq!(
         reaper_only.runtime.containment().layer,
@@ -57,6 +90,7 @@ async fn the_layer_in_effect_is_reported() {
     );
     let mut config = Config::default();
     config.containment.cgroups = false;
+    config.containment.pid_namespace = false;
     config.containment.reaper = false;
     let bare = TestRuntime::with_config(config).await;
     assert_eq!(

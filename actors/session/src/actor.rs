@@ -13,7 +13,7 @@ use shellvisor_actor_job::JobMsg;
 use shellvisor_actor_job::JobNotice;
 use shellvisor_actor_shell::ShellMsg;
 use shellvisor_actor_shell::ShellNotice;
-use shellvisor_process::contain::SessionCgroup;
+use shellvisor_process::contain::SessionContainment;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::SessionEvent;
 use shellvisor_protocol::SessionId;
@@ -49,9 +49,9 @@ pub struct SessionArgs {
     pub events: broadcast::Sender<SessionEvent>,
     /// The running-job caps (this session's and the runtime's).
     pub slots: JobSlots,
-    /// The session's cgroup, which its shells and terminal programs join
-    /// (killed when the session ends).
-    pub cgroup: Option<Arc<SessionCgroup>>,
+    /// Where the session's shells and terminal programs are contained: a
+    /// cgroup or namespaces of its own (killed when the session ends).
+    pub containment: Option<SessionContainment>,
 }
 
 /// A Session's state.

@@ -105,7 +105,7 @@ impl SessionState {
         let args = ShellArgs {
             ctx: Arc::clone(ctx),
             spawn: ShellSpawnSpec {
-                cgroup: self.args.cgroup.clone(),
+                containment: self.args.containment.clone(),
                 program: ctx.config.shell.program.clone(),
                 env,
                 cwd,

@@ -81,7 +81,7 @@ impl SessionState {
         env.push(("TERM".into(), "xterm-256color".into()));
         env.extend(plan.env.iter().map(|(n, v)| (n.into(), v.into())));
         let spec = TerminalSpawnSpec {
-            cgroup: self.args.cgroup.clone(),
+            containment: self.args.containment.clone(),
             program: self.args.ctx.config.shell.program.clone(),
             args: vec![
                 "--noprofile".into(),

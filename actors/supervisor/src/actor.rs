@@ -181,14 +181,21 @@ impl SupervisorState {
             Arc::clone(&self.args.running_jobs),
             jobs.max_running,
         );
+        // Creating a cgroup or namespaces is blocking work (mkdir, a fork).
+        let containment = {
+            let ctx = Arc::clone(ctx);
+            tokio::task::spawn_blocking(move || ctx.containment.session_containment(&name))
+                .await
+                .unwrap_or_default()
+        };
         let args = SessionArgs {
-            ctx: Arc::clone(ctx),
+            ctx: Arc::clone(&self.args.ctx),
             id: id.clone(),
             dir,
             artifacts_dir,
             events: events.clone(),
             slots: slots.clone(),
-            cgroup: ctx.containment.session_cgroup(&name),
+            containment,
         };
         let (actor, _) = Actor::spawn_linked(None, Session, args, myself.get_cell())
             .await

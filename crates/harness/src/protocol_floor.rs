@@ -54,7 +54,7 @@ impl ProtocolPipe {
             program: PathBuf::from("bash"),
             env: std::env::vars_os().collect(),
             cwd: std::env::temp_dir(),
-            cgroup: None,
+            containment: None,
         };
         let registry: Arc<ProcessRegistry> = ProcessRegistry::new();
         let SpawnedShell {

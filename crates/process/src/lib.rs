@@ -29,12 +29,12 @@
 compile_error!("shellvisor-process supports Linux only (it relies on pidfd, PDEATHSIG and /proc)");
 
 mod child;
-mod clone_into_cgroup;
 pub mod contain;
 mod dirs;
 mod envsnap;
 mod fifo;
 mod group;
+mod launch;
 mod limits;
 mod posix_session;
 pub mod pty;

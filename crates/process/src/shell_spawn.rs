@@ -13,13 +13,14 @@ use std::sync::Arc;
 use rustix::pipe::PipeFlags;
 
 use crate::child::ChildProcess;
-use crate::clone_into_cgroup::Launch;
-use crate::clone_into_cgroup::LaunchError;
-use crate::clone_into_cgroup::launch as launch_into_cgroup;
-use crate::contain::SessionCgroup;
+use crate::contain::SessionContainment;
 use crate::group::GroupGuard;
 use crate::group::ProcessGroupId;
 use crate::group::ProcessRegistry;
+use crate::launch::Launch;
+use crate::launch::LaunchError;
+use crate::launch::Launched;
+use crate::launch::launch as launch_child;
 use crate::script::STATUS_FD;
 
 /// How to start a shell.
@@ -31,8 +32,9 @@ pub struct ShellSpawnSpec {
     pub env: Vec<(OsString, OsString)>,
     /// Initial working directory.
     pub cwd: PathBuf,
-    /// The session's cgroup, which the shell joins before `exec`.
-    pub cgroup: Option<Arc<SessionCgroup>>,
+    /// Where the session's processes are contained: its cgroup (the shell
+    /// is created in it) or its namespaces (the shell is started in them).
+    pub containment: Option<SessionContainment>,
 }
 
 /// A started shell.
@@ -63,7 +65,7 @@ pub fn spawn_shell(
     registry: &Arc<ProcessRegistry>,
 ) -> io::Result<SpawnedShell> {
     let (status_read, status_write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
-    if let Some(cgroup) = &spec.cgroup {
+    if let Some(place) = spec.containment.as_ref().map(SessionContainment::place) {
         let (stdin_read, stdin_write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
         let null = rustix::fs::open(
             "/dev/null",
@@ -80,14 +82,16 @@ pub fn spawn_shell(
             setup: ChildSetup::Shell {
                 status_fd: status_write.as_raw_fd(),
             },
-            cgroup_dir: cgroup.dir_fd(),
-            extra_procs: cgroup.pids_procs_fd(),
+            place,
         };
-        match launch_into_cgroup(&launch) {
-            Ok((pid, pidfd)) => {
+        match launch_child(&launch) {
+            Ok(Launched {
+                pid,
+                watched: (watched, pidfd),
+            }) => {
                 return spawned_shell(
                     pid,
-                    ChildProcess::from_pidfd(pid, pidfd),
+                    ChildProcess::from_pidfd(watched, pidfd),
                     stdin_write,
                     status_read,
                     registry,
@@ -114,7 +118,7 @@ pub fn spawn_shell(
         ChildSetup::Shell {
             status_fd: status_write.as_raw_fd(),
         },
-        cgroup_fds(spec.cgroup.as_deref()),
+        cgroup_fds(spec.containment.as_ref()),
     );
     let mut child = command.spawn()?;
     drop(status_write);
@@ -163,8 +167,11 @@ pub(crate) enum ChildSetup {
 }
 
 /// The `cgroup.procs` descriptors a child joins (-1: none).
-pub(crate) fn cgroup_fds(cgroup: Option<&SessionCgroup>) -> [i32; 2] {
-    cgroup.map_or([-1, -1], SessionCgroup::procs_fds)
+pub(crate) fn cgroup_fds(containment: Option<&SessionContainment>) -> [i32; 2] {
+    match containment {
+        Some(SessionContainment::Cgroup(cgroup)) => cgroup.procs_fds(),
+        Some(SessionContainment::Namespace(_)) | None => [-1, -1],
+    }
 }
 
 /// Runs in the forked child before `exec`: joins the session's cgroup (by

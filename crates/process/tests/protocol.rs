@@ -55,7 +55,7 @@ impl TestShell {
             program: PathBuf::from("bash"),
             env,
             cwd: PathBuf::from("/"),
-            cgroup: None,
+            containment: None,
         };
         let spawned = spawner
             .run(move || spawn_shell(&spec, &registry))

@@ -32,7 +32,7 @@ fn spec(command: &str) -> TerminalSpawnSpec {
             ("TERM".into(), "xterm-256color".into()),
         ],
         cwd: std::env::temp_dir(),
-        cgroup: None,
+        containment: None,
     }
 }
 

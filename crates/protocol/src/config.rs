@@ -284,6 +284,10 @@ impl Default for JobsConfig {
 pub struct ContainmentConfig {
     /// Put each session in a cgroup v2 leaf where the runtime can create one.
     pub cgroups: bool,
+    /// Without a writable cgroup, put each session in a user + PID + mount
+    /// namespace of its own (files of other users then show as `nobody`,
+    /// and set-user-id programs such as `sudo` cannot gain privileges).
+    pub pid_namespace: bool,
     /// Start the reaper process that kills what the runtime leaves if it dies.
     pub reaper: bool,
     /// `pids.max` of each session's cgroup where a pids controller is
@@ -295,6 +299,7 @@ impl Default for ContainmentConfig {
     fn default() -> Self {
         Self {
             cgroups: true,
+            pid_namespace: true,
             reaper: true,
             pids_max_per_session: 4096,
         }

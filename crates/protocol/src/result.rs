@@ -223,8 +223,14 @@ pub enum ContainmentLayer {
     /// A cgroup v2 leaf per session, killed by the reaper if the runtime dies:
     /// catches `setsid` escapes and double-forked daemons.
     Cgroup,
-    /// No cgroup: the reaper kills the recorded process groups and terminal
-    /// sessions if the runtime dies (a `setsid` escape is not caught).
+    /// No cgroup can be written (an unprivileged user): each session lives
+    /// in a user + PID + mount namespace whose init, a process of the
+    /// runtime's, exits when the runtime does, and the kernel then kills
+    /// every process in it, `setsid` escapes and double forks included.
+    PidNamespace,
+    /// Neither cgroups nor namespaces: the reaper kills the recorded process
+    /// groups and terminal sessions if the runtime dies (a `setsid` escape
+    /// is not caught).
     Reaper,
     /// Process groups and the death signal only: after a SIGKILL of the
     /// runtime, the shells die but their `&` children survive.
@@ -232,10 +238,12 @@ pub enum ContainmentLayer {
 }
 
 impl ContainmentLayer {
-    /// The layer's wire name: `cgroup`, `reaper` or `process_groups`.
+    /// The layer's wire name: `cgroup`, `pid_namespace`, `reaper` or
+    /// `process_groups`.
     pub fn as_str(self) -> &'static str {
         match self {
             ContainmentLayer::Cgroup => "cgroup",
+            ContainmentLayer::PidNamespace => "pid_namespace",
             ContainmentLayer::Reaper => "reaper",
             ContainmentLayer::ProcessGroups => "process_groups",
         }

@@ -146,6 +146,7 @@ impl Runtime {
         let registry = ProcessRegistry::new();
         let options = ContainmentOptions {
             cgroups: config.containment.cgroups,
+            pid_namespace: config.containment.pid_namespace,
             reaper: config.containment.reaper,
             pids_max_per_session: Some(config.containment.pids_max_per_session)
                 .filter(|max| *max > 0),

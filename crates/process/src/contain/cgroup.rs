@@ -153,6 +153,10 @@ pub(crate) fn sweep_dead_runtimes() -> usize {
             if start_time(pid) == Some(start) {
                 continue;
             }
+            // Another user's (an unprivileged runtime cannot remove root's).
+            if rustix::fs::access(entry.path(), rustix::fs::Access::WRITE_OK).is_err() {
+                continue;
+            }
             tracing::info!(cgroup = %entry.path().display(), "removing the cgroup of a runtime that is gone");
             kill_and_remove(&entry.path());
             swept += 1;
@@ -208,6 +212,12 @@ impl RuntimeCgroup {
             }
         }
         Ok(runtime)
+    }
+
+    /// Every directory of the runtime's cgroup: the v2 one, and the v1 pids
+    /// one where the pids controller lives there.
+    pub(crate) fn dirs(&self) -> impl Iterator<Item = &Path> {
+        std::iter::once(self.dir.as_path()).chain(self.pids_dir.as_deref())
     }
 
     pub(crate) fn path(&self) -> &Path {

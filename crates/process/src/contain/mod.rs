@@ -11,13 +11,17 @@
 //!    double-forked daemons included, leaves it). Closing a session writes
 //!    `cgroup.kill`. Where the v1 `pids` controller (or a v2 one) is
 //!    available, each leaf gets a `pids.max`, which bounds fork bombs.
-//! 3. **Reaper**: a small `bash` process in its own process group, holding
+//! 3. **PID namespace** (no writable cgroup, an unprivileged user): a user +
+//!    PID + mount namespace per session ([`SessionNamespace`]) whose init
+//!    exits when the runtime's pipe closes; the kernel then kills every
+//!    process in it, `setsid` escapes and double forks included.
+//! 4. **Reaper**: a small `bash` process in its own process group, holding
 //!    the read end of a pipe whose write end only the runtime has. When the
 //!    runtime dies, even by SIGKILL, the pipe reaches end of file and the
 //!    reaper kills what the runtime had recorded: the runtime's cgroup
 //!    (`cgroup.kill`, recursive), every registered process group, every
 //!    process of every registered terminal session.
-//! 4. **Startup sweep**: a new runtime kills and removes the cgroups of
+//! 5. **Startup sweep**: a new runtime kills and removes the cgroups of
 //!    runtimes that are gone (their owner pid is dead, or reused: the start
 //!    time in the directory name no longer matches).
 //!
@@ -25,6 +29,7 @@
 //! the strongest layer in effect.
 
 mod cgroup;
+mod pidns;
 mod reaper;
 
 use std::fmt;
@@ -33,6 +38,7 @@ use std::sync::Arc;
 
 use cgroup::RuntimeCgroup;
 pub use cgroup::SessionCgroup;
+pub use pidns::SessionNamespace;
 pub(crate) use reaper::ReaperLink;
 
 use crate::group::ProcessRegistry;
@@ -44,6 +50,8 @@ pub use shellvisor_protocol::ContainmentLayer;
 pub struct ContainmentOptions {
     /// Try cgroups.
     pub cgroups: bool,
+    /// Without cgroups, try a user + PID + mount namespace per session.
+    pub pid_namespace: bool,
     /// `pids.max` for each session's cgroup, where a pids controller exists.
     pub pids_max_per_session: Option<u64>,
     /// Start the reaper.
@@ -52,10 +60,37 @@ pub struct ContainmentOptions {
     pub shell: PathBuf,
 }
 
+/// Where one session's processes are contained.
+#[derive(Clone, Debug)]
+pub enum SessionContainment {
+    /// A cgroup v2 leaf its shells and terminal programs are created in.
+    Cgroup(Arc<SessionCgroup>),
+    /// Namespaces its shells and terminal programs are started in.
+    Namespace(Arc<SessionNamespace>),
+}
+
+impl SessionContainment {
+    /// Where a child of the session is created.
+    pub(crate) fn place(&self) -> crate::launch::Place {
+        match self {
+            SessionContainment::Cgroup(cgroup) => crate::launch::Place::Cgroup {
+                dir: cgroup.dir_fd(),
+                extra_procs: cgroup.pids_procs_fd(),
+            },
+            SessionContainment::Namespace(namespace) => {
+                crate::launch::Place::Namespace(namespace.fds())
+            }
+        }
+    }
+}
+
 /// The runtime's containment: its cgroup (if any) and its reaper (if any).
 pub struct Containment {
     layer: ContainmentLayer,
     cgroup: Option<Arc<RuntimeCgroup>>,
+    /// Each session gets namespaces (no cgroup here).
+    namespaces: bool,
+    shell: PathBuf,
     reaper: Option<Arc<ReaperLink>>,
     swept: usize,
     pids_max: Option<u64>,
@@ -93,7 +128,9 @@ impl Containment {
             match ReaperLink::spawn(&options.shell) {
                 Ok(reaper) => {
                     if let Some(cgroup) = &cgroup {
-                        reaper.watch_cgroup(cgroup.path());
+                        for dir in cgroup.dirs() {
+                            reaper.watch_cgroup(dir);
+                        }
                     }
                     let reaper = Arc::new(reaper);
                     registry.set_reaper(Arc::clone(&reaper));
@@ -107,17 +144,34 @@ impl Containment {
         } else {
             None
         };
-        let layer = match (&cgroup, &reaper) {
-            (Some(_), Some(_)) => ContainmentLayer::Cgroup,
-            (_, Some(_)) => ContainmentLayer::Reaper,
+        // Namespaces where no cgroup is: probe once that this user may.
+        let namespaces = cgroup.is_none()
+            && options.pid_namespace
+            && match SessionNamespace::create(&options.shell) {
+                Ok(probe) => {
+                    probe.close();
+                    true
+                }
+                Err(err) => {
+                    tracing::info!(%err, "no namespace containment");
+                    false
+                }
+            };
+        let layer = match (&cgroup, &reaper, namespaces) {
+            (Some(_), Some(_), _) => ContainmentLayer::Cgroup,
+            // The namespace dies with the runtime by itself.
+            (None, _, true) => ContainmentLayer::PidNamespace,
+            (_, Some(_), _) => ContainmentLayer::Reaper,
             // A cgroup without a reaper still contains at session close,
             // but nothing kills it if the runtime dies: report the weaker layer.
-            (_, None) => ContainmentLayer::ProcessGroups,
+            (_, None, _) => ContainmentLayer::ProcessGroups,
         };
         let pids_max = cgroup.as_ref().and_then(|c| c.pids_max());
         Self {
             layer,
             cgroup,
+            namespaces,
+            shell: options.shell.clone(),
             reaper,
             swept,
             pids_max,
@@ -154,14 +208,25 @@ impl Containment {
         }
     }
 
-    /// A cgroup for a new session (`None` without cgroup containment, or if
-    /// it cannot be created).
-    pub fn session_cgroup(&self, name: &str) -> Option<Arc<SessionCgroup>> {
-        let cgroup = self.cgroup.as_ref()?;
-        match SessionCgroup::create(cgroup, name) {
-            Ok(session) => Some(Arc::new(session)),
+    /// The containment of a new session: a cgroup, or namespaces (`None`
+    /// with neither, or if they cannot be created).
+    pub fn session_containment(&self, name: &str) -> Option<SessionContainment> {
+        if let Some(cgroup) = &self.cgroup {
+            return match SessionCgroup::create(cgroup, name) {
+                Ok(session) => Some(SessionContainment::Cgroup(Arc::new(session))),
+                Err(err) => {
+                    tracing::warn!(%err, "could not create a session cgroup; the session runs without one");
+                    None
+                }
+            };
+        }
+        if !self.namespaces {
+            return None;
+        }
+        match SessionNamespace::create(&self.shell) {
+            Ok(namespace) => Some(SessionContainment::Namespace(Arc::new(namespace))),
             Err(err) => {
-                tracing::warn!(%err, "could not create a session cgroup; the session runs without one");
+                tracing::warn!(%err, "could not create the session's namespaces; the session runs without them");
                 None
             }
         }

@@ -10,11 +10,12 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use crate::child::ChildProcess;
-use crate::clone_into_cgroup::Launch;
-use crate::clone_into_cgroup::LaunchError;
-use crate::clone_into_cgroup::launch as launch_into_cgroup;
-use crate::contain::SessionCgroup;
+use crate::contain::SessionContainment;
 use crate::group::ProcessRegistry;
+use crate::launch::Launch;
+use crate::launch::LaunchError;
+use crate::launch::Launched;
+use crate::launch::launch as launch_child;
 use crate::posix_session::ProcessSessionId;
 use crate::posix_session::SessionGuard;
 use crate::shell_spawn::ChildSetup;
@@ -32,8 +33,9 @@ pub struct TerminalSpawnSpec {
     pub env: Vec<(OsString, OsString)>,
     /// Working directory.
     pub cwd: PathBuf,
-    /// The session's cgroup, which the program joins before `exec`.
-    pub cgroup: Option<Arc<SessionCgroup>>,
+    /// Where the session's processes are contained: its cgroup (the
+    /// program is created in it) or its namespaces (it is started in them).
+    pub containment: Option<SessionContainment>,
 }
 
 /// A program started on a terminal.
@@ -60,7 +62,7 @@ pub fn spawn_on_terminal(
     slave: &OwnedFd,
     registry: &Arc<ProcessRegistry>,
 ) -> io::Result<SpawnedTerminalProgram> {
-    if let Some(cgroup) = &spec.cgroup {
+    if let Some(place) = spec.containment.as_ref().map(SessionContainment::place) {
         let slave_fd = slave.as_raw_fd();
         let launch = Launch {
             program: &spec.program,
@@ -69,12 +71,14 @@ pub fn spawn_on_terminal(
             cwd: &spec.cwd,
             stdio: [slave_fd, slave_fd, slave_fd],
             setup: ChildSetup::Terminal,
-            cgroup_dir: cgroup.dir_fd(),
-            extra_procs: cgroup.pids_procs_fd(),
+            place,
         };
-        match launch_into_cgroup(&launch) {
-            Ok((pid, pidfd)) => {
-                return terminal_program(pid, ChildProcess::from_pidfd(pid, pidfd), registry);
+        match launch_child(&launch) {
+            Ok(Launched {
+                pid,
+                watched: (watched, pidfd),
+            }) => {
+                return terminal_program(pid, ChildProcess::from_pidfd(watched, pidfd), registry);
             }
             Err(LaunchError::Failed(err)) => return Err(err),
             Err(LaunchError::Unsupported(err)) => {
@@ -94,7 +98,7 @@ pub fn spawn_on_terminal(
     install_child_setup(
         &mut command,
         ChildSetup::Terminal,
-        cgroup_fds(spec.cgroup.as_deref()),
+        cgroup_fds(spec.containment.as_ref()),
     );
     let child = command.spawn()?;
     // The Command's copies of the slave close with it.
