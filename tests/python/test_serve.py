@@ -301,6 +301,93 @@ async def scenario_malformed(client: Client) -> None:
     assert info["version"], info
 
 
+def alive(marker: str, command: str) -> bool:
+    return any(cmd.strip() == command for _, cmd in processes_with_env(marker))
+
+
+async def until(predicate, what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.02)
+
+
+async def scenario_a_dev_server_outlives_later_kills(client: Client) -> None:
+    """The kill contract (issue 14): `npm run dev &` then a call that times
+    out, one that is cancelled, a killed async job and an `exit`: the server
+    started by the first call lives on; closing the session ends it."""
+    marker = f"DEV_MARKER={uuid.uuid4().hex}"
+    name, value = marker.split("=")
+    await client.call("session.open", {"session_id": "dev"})
+    started = await client.call(
+        "run", {"session_id": "dev", "request": {"command": "sleep 777 & echo started", "env": {name: value}}}
+    )
+    assert started["output"] == "started\n", started
+    await until(lambda: alive(marker, "sleep 777"), "the server never started")
+    timed_out = await client.call("run", {"session_id": "dev", "request": {"command": "sleep 30", "timeout": 1}})
+    assert timed_out["timed_out"] and timed_out["text"].startswith("[Command timed out after 1 seconds]"), timed_out
+    assert alive(marker, "sleep 777"), "a later timeout killed the server"
+    client.notifications.clear()
+    cancelled = asyncio.create_task(client.call("run", {"session_id": "dev", "request": {"command": "sleep 31"}}))
+    note = await client.wait_notification(
+        lambda n: n["method"] == "job.started" and n["params"]["session_id"] == "dev"
+    )
+    await client.call("job.kill", {"session_id": "dev", "job_id": note["params"]["job_id"]})
+    result = await asyncio.wait_for(cancelled, 20)
+    assert result["killed"], result
+    assert alive(marker, "sleep 777"), "a cancel killed the server"
+    job = await client.call("run", {"session_id": "dev", "request": {"command": "sleep 32", "async": True}})
+    await client.call("job.kill", {"session_id": "dev", "job_id": job["job_id"]})
+    assert alive(marker, "sleep 777"), "job.kill killed the server"
+    exited = await client.call("run", {"session_id": "dev", "request": {"command": "exit 3"}})
+    assert exited["exit_code"] == 3 and exited["shell_restarted"], exited
+    assert alive(marker, "sleep 777"), "exit killed the server"
+    await client.call("session.close", {"session_id": "dev"})
+    await until(lambda: not alive(marker, "sleep 777"), "closing the session left the server")
+
+
+async def scenario_a_term_trap_does_not_hide_a_timeout(client: Client) -> None:
+    await client.call("run", {"session_id": "trap", "request": {"command": "cd / && trap 'echo trapped' TERM"}})
+    result = await client.call("run", {"session_id": "trap", "request": {"command": "sleep 30", "timeout": 1}})
+    assert result["timed_out"] and not result["killed"] and result["exit_code"] is None, result
+    assert result["text"].startswith("[Command timed out after 1 seconds]"), result["text"]
+    assert "trapped" in result["output"], result
+    after = await client.call("run", {"session_id": "trap", "request": {"command": "pwd"}})
+    assert after["output"] == "/\n", after
+
+
+async def scenario_a_timed_out_run_loses_its_own_escapees(client: Client) -> None:
+    marker = f"ESC_MARKER={uuid.uuid4().hex}"
+    name, value = marker.split("=")
+    command = "sleep 302 & setsid sleep 303 & (setsid sh -c 'sleep 304 & sleep 305' &); sleep 30"
+    result = await client.call(
+        "run", {"session_id": "esc", "request": {"command": command, "timeout": 2, "env": {name: value}}}
+    )
+    assert result["timed_out"], result
+    await until(
+        lambda: not any(alive(marker, f"sleep {n}") for n in (302, 303, 304, 305, 30)),
+        f"the run's children outlived it: {processes_with_env(marker)}",
+    )
+
+
+async def kill_contract() -> None:
+    """The kill contract through `serve` with the default configuration (no
+    auto-background: the runs time out in the foreground)."""
+    marker = f"CONTRACT_{uuid.uuid4().hex}"
+    client = await start("serve", marker=marker)
+    for scenario in [
+        scenario_a_dev_server_outlives_later_kills,
+        scenario_a_term_trap_does_not_hide_a_timeout,
+        scenario_a_timed_out_run_loses_its_own_escapees,
+    ]:
+        started = time.monotonic()
+        await asyncio.wait_for(scenario(client), SCENARIO_DEADLINE)
+        print(f"ok   {scenario.__name__} ({time.monotonic() - started:.2f} s)", flush=True)
+    client.process.stdin.close()
+    await asyncio.wait_for(client.process.wait(), 20)
+    await until(lambda: not processes_with_env(f"SERVE_MARKER={marker}"), "the server left processes")
+
+
 async def main() -> None:
     config = os.path.join(tempfile.mkdtemp(prefix="shellvisor-serve-config-"), "config.toml")
     with open(config, "w") as f:
@@ -376,3 +463,4 @@ async def socket_mode() -> None:
 if __name__ == "__main__":
     asyncio.run(main())
     asyncio.run(socket_mode())
+    asyncio.run(kill_contract())
