@@ -1,6 +1,7 @@
 //! Criterion benches of the hot pure paths, with throughput figures: the
 //! status-record scanner across chunk boundaries, the head/tail buffer, the
-//! sanitizer, and the request policy checks.
+//! sanitizer, the request policy checks, and what per-run process tracking
+//! costs a run (the start mark every run takes).
 //!
 //! `cargo bench -p shellvisor-benches --bench hot_paths`
 
@@ -22,7 +23,9 @@ use shellvisor_policy::default_intercept_rules;
 use shellvisor_policy::may_change_environment;
 use shellvisor_policy::rewrite_leading_cd;
 use shellvisor_policy::validate_env;
+use shellvisor_process::RunStart;
 use shellvisor_process::StatusParser;
+use shellvisor_protocol::random_token;
 
 /// A status channel's bytes: `records` status records, each followed by an
 /// environment record with a realistic `export -p` (40 variables).
@@ -150,5 +153,23 @@ fn policy(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, status_parser, head_tail, sanitizer, policy);
+/// What the kill contract adds to every run: its start mark (one `pread` of
+/// `ns_last_pid` and a clock read) and a random nonce (instead of a counter).
+fn run_tracking(c: &mut Criterion) {
+    let mut group = c.benchmark_group("run_tracking");
+    group.bench_function("run_start_mark", |b| b.iter(|| black_box(RunStart::now())));
+    group.bench_function("random_nonce", |b| {
+        b.iter(|| black_box(random_token(10).unwrap()))
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    status_parser,
+    head_tail,
+    sanitizer,
+    policy,
+    run_tracking
+);
 criterion_main!(benches);

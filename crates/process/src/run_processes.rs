@@ -27,6 +27,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::sync::OnceLock;
 
 use rustix::fd::OwnedFd;
 use rustix::process::Pid;
@@ -51,12 +52,12 @@ pub struct RunStart {
 }
 
 impl RunStart {
-    /// Now. Costs one small `/proc` read (the last pid allocated).
+    /// Now. Costs one `pread` of `/proc/sys/kernel/ns_last_pid` (kept open)
+    /// and a vDSO clock read.
     pub fn now() -> Self {
-        let last_pid = read_number("/proc/sys/kernel/ns_last_pid").unwrap_or(0);
         Self {
             ticks: boot_ticks(),
-            last_pid,
+            last_pid: last_pid().unwrap_or(0),
             pid_max: pid_max(),
         }
     }
@@ -271,15 +272,32 @@ fn boot_ticks() -> u64 {
     u64::try_from(nanos * u128::from(per_second) / 1_000_000_000).unwrap_or(u64::MAX)
 }
 
+/// The largest pid, read once (it only changes by an administrator's hand,
+/// and a stale value only shifts which pids count as "after" within one tick).
 fn pid_max() -> i32 {
-    read_number("/proc/sys/kernel/pid_max").unwrap_or(32_768)
+    static PID_MAX: OnceLock<i32> = OnceLock::new();
+    *PID_MAX.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(32_768)
+    })
 }
 
-fn read_number(path: &str) -> io::Result<i32> {
-    let text = std::fs::read_to_string(path)?;
-    text.trim()
-        .parse()
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, path.to_owned()))
+/// The last pid allocated in the runtime's PID namespace. The sysctl file is
+/// kept open: each read at offset 0 renders the current value.
+fn last_pid() -> io::Result<i32> {
+    static FILE: OnceLock<Option<std::fs::File>> = OnceLock::new();
+    let file = FILE
+        .get_or_init(|| std::fs::File::open("/proc/sys/kernel/ns_last_pid").ok())
+        .as_ref()
+        .ok_or_else(|| io::Error::other("/proc/sys/kernel/ns_last_pid is not readable"))?;
+    let mut buf = [0u8; 16];
+    let n = std::os::unix::fs::FileExt::read_at(file, &mut buf, 0)?;
+    std::str::from_utf8(&buf[..n])
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "ns_last_pid"))
 }
 
 #[cfg(test)]
