@@ -12,12 +12,13 @@ import uuid
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 from mcp.client.stdio import stdio_client
 
 from procs import processes_with_env
 
 BINARY = sys.argv[1]
-TOOLS = {"bash", "job_output", "job_wait", "job_kill", "job_list", "write_stdin", "pty_screen"}
+TOOLS = {"bash", "job_output", "job_wait", "job_kill", "job_list", "write_stdin", "pty_screen", "session_close"}
 
 
 def text(result) -> str:
@@ -121,6 +122,34 @@ async def scenario_pty(session: ClientSession) -> None:
     assert "hi bob" in report["screen"], report
 
 
+async def scenario_full_screen_result(session: ClientSession) -> None:
+    # An editor's result is what it showed last, not its escape-stripped frames.
+    path = os.path.join(tempfile.mkdtemp(prefix="shellvisor-mcp-vim-"), "notes.txt")
+    sid = "vim"
+    started = await session.call_tool(
+        "bash", {"command": f"vim -u NONE -N {path}; echo after-vim", "pty": True, "session_id": sid}
+    )
+    data = started.structured_content
+    assert data["state"] == "awaiting_input", data
+    typed = await session.call_tool(
+        "write_stdin",
+        {"job_id": data["job_id"], "session_id": sid, "text": "ihello", "keys": ["Esc"], "wait_ms": 2000},
+    )
+    assert typed.structured_content["state"] == "awaiting_input", typed.structured_content
+    await session.call_tool(
+        "write_stdin",
+        {"job_id": data["job_id"], "session_id": sid, "text": ":wq", "keys": ["Enter"], "wait_ms": 5000},
+    )
+    done = await session.call_tool("job_wait", {"job_id": data["job_id"], "session_id": sid, "timeout": 20})
+    body = text(done)
+    assert done.structured_content["status"] == "completed", done.structured_content
+    assert body.startswith("hello\n") and "written\nafter-vim\n" in body, repr(body)
+    assert "hell:wq" not in body, body
+    assert "drew on the full screen" in body, body
+    with open(path) as f:
+        assert f.read() == "hello\n"
+
+
 async def scenario_cancel(session: ClientSession) -> None:
     marker = f"MCP_CANCEL_{uuid.uuid4().hex}"
     with anyio.move_on_after(1.5) as scope:
@@ -163,19 +192,138 @@ async def scenario_progress(session: ClientSession) -> None:
     assert any(message and message.startswith("line") for _, message in seen), seen
 
 
+async def scenario_backgrounded_call_keeps_its_directory(session: ClientSession) -> None:
+    # The server runs with --auto-background-secs 1: both calls go to the
+    # background, and the session's next shell starts where they asked to be.
+    work = os.path.realpath(tempfile.mkdtemp(prefix="shellvisor-mcp-bg-"))
+    sid = "bg-cwd"
+    for call in ({"command": "sleep 3", "cwd": work}, {"command": f"cd {work}/.. && sleep 3"}):
+        result = await session.call_tool("bash", {**call, "session_id": sid})
+        assert result.structured_content["status"] == "background", result.structured_content
+        here = await session.call_tool("bash", {"command": "pwd", "session_id": sid})
+        want = work if "cwd" in call else os.path.dirname(work)
+        assert text(here).startswith(f"{want}\n"), (call, text(here))
+        await session.call_tool("bash", {"command": "cd /", "session_id": sid})
+
+
+async def scenario_state_that_breaks_the_shell(session: ClientSession) -> None:
+    sid = "broken"
+    # A builtin the wrapper needs is disabled: the next call runs in a fresh
+    # shell, says so, and still sees the exported state.
+    await session.call_tool("bash", {"command": "export KEPT=yes; enable -n .", "session_id": sid})
+    with anyio.fail_after(20):
+        result = await session.call_tool("bash", {"command": "echo after $KEPT", "session_id": sid})
+    assert text(result).startswith("after yes\n"), text(result)
+    assert "disabled `.`, which the runtime needs); it ran in a fresh shell" in text(result), text(result)
+    # A trap set in one call prints when a later call exits the shell.
+    await session.call_tool("bash", {"command": "trap 'echo bye' EXIT", "session_id": sid})
+    result = await session.call_tool("bash", {"command": "echo body; exit 3", "session_id": sid})
+    assert text(result).startswith("body\nbye\n"), text(result)
+    assert result.structured_content["exit_code"] == 3, result.structured_content
+
+
+async def scenario_request_limits(session: ClientSession) -> None:
+    # Integral floats are seconds; a fraction rounds up.
+    result = await session.call_tool("bash", {"command": "echo ok", "timeout": 10.0})
+    assert not result.is_error and text(result).startswith("ok\n"), text(result)
+    result = await session.call_tool("bash", {"command": "sleep 30", "timeout": 1.5})
+    assert result.structured_content["timed_out"], result.structured_content
+    assert "[Command timed out after 2 seconds]" in text(result), text(result)
+    # A request over 16 MiB is answered (an error with the limit), not dropped.
+    with anyio.fail_after(60):
+        try:
+            result = await session.call_tool("bash", {"command": "echo " + "x" * (17 * 1024 * 1024)})
+        except MCPError as err:
+            assert "request too large" in str(err) and "16777216" in str(err), str(err)
+        else:
+            raise AssertionError(f"an oversized request was run: {text(result)[:200]}")
+    # The connection still works.
+    result = await session.call_tool("bash", {"command": "echo still"})
+    assert text(result).startswith("still\n"), text(result)
+
+
+async def scenario_results_tell_the_truth(session: ClientSession) -> None:
+    sid = "truth"
+    work = os.path.realpath(tempfile.mkdtemp(prefix="shellvisor-mcp-gone-"))
+    await session.call_tool("bash", {"command": f"cd {work}", "session_id": sid})
+    # The shell exits: the result still says where it ran.
+    exited = await session.call_tool("bash", {"command": f"rm -rf {work}; exit 0", "session_id": sid})
+    assert exited.structured_content["cwd"] == work, exited.structured_content
+    # Its directory is gone: the next shell starts elsewhere, and says so.
+    moved = await session.call_tool("bash", {"command": "pwd", "session_id": sid})
+    assert f"The session's working directory {work} no longer exists" in text(moved), text(moved)
+    assert moved.structured_content["cwd"] == text(moved).split("\n")[0], moved.structured_content
+    # A line cut at the column cap is truncation, with a pointer to the whole.
+    long = await session.call_tool("bash", {"command": "printf 'x%.0s' {1..5000}; echo", "session_id": sid})
+    data = long.structured_content
+    assert data["truncated"] and data["output_bytes"] == 5001, data
+    assert "[1 long line cut short (…). Read artifact://" in text(long), text(long)
+    assert data["artifact_path"] and os.path.getsize(data["artifact_path"]) == 5001, data
+
+
+async def scenario_background_answers_count_their_output(session: ClientSession) -> None:
+    # The server runs with --auto-background-secs 1.
+    work = os.path.realpath(tempfile.mkdtemp(prefix="shellvisor-mcp-bgout-"))
+    result = await session.call_tool("bash", {"command": "echo hi; sleep 2", "cwd": work, "session_id": "bgout"})
+    data = result.structured_content
+    assert data["status"] == "background" and "hi" in text(result), (data, text(result))
+    assert data["output_bytes"] == 3 and data["cwd"] == work, data
+    await session.call_tool("job_wait", {"job_id": data["job_id"], "session_id": "bgout", "timeout": 20})
+
+
+async def scenario_session_close(session: ClientSession) -> None:
+    marker = f"MCP_CLOSE_{uuid.uuid4().hex}"
+    sid = "closeme"
+    await session.call_tool(
+        "bash", {"command": "export STATE=set; sleep 300 &", "env": {"CLOSE_MARKER": marker}, "session_id": sid}
+    )
+    assert processes_with_env(f"CLOSE_MARKER={marker}"), "the server did not start"
+    closed = await session.call_tool("session_close", {"session_id": sid})
+    assert not closed.is_error and closed.structured_content["session_id"] == sid, closed.structured_content
+    assert not processes_with_env(f"CLOSE_MARKER={marker}"), "closing left the session's processes"
+    fresh = await session.call_tool("bash", {"command": "echo state=$STATE", "session_id": sid})
+    assert text(fresh).startswith("state=\n"), text(fresh)
+
+
+async def scenario_idle_sessions_close(session: ClientSession) -> None:
+    # The server runs with --idle-close-secs 2.
+    idle = await session.call_tool("bash", {"command": "export X=1; echo $$", "session_id": "idle"})
+    idle_bash = int(text(idle).split()[0])
+    busy = await session.call_tool("bash", {"command": "sleep 300 & echo $$", "session_id": "busy"})
+    busy_bash = int(text(busy).split()[0])
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{idle_bash}"):
+        assert time.monotonic() < deadline, "the idle session was never closed"
+        await anyio.sleep(0.1)
+    # The session holding a `server &` is in use: three limits later it lives.
+    await anyio.sleep(6)
+    assert os.path.exists(f"/proc/{busy_bash}"), "a session with a server left running was closed"
+    again = await session.call_tool("bash", {"command": "echo x=$X", "session_id": "idle"})
+    assert text(again).startswith("x=\n"), text(again)
+    await session.call_tool("session_close", {"session_id": "busy"})
+
+
 AUTO_BACKGROUND_SCENARIOS = [
     scenario_tools,
     scenario_echo_and_cwd,
     scenario_auto_background,
     scenario_timeout_in_background,
     scenario_pty,
+    scenario_full_screen_result,
     scenario_errors,
+    scenario_backgrounded_call_keeps_its_directory,
+    scenario_background_answers_count_their_output,
 ]
 FOREGROUND_SCENARIOS = [
     scenario_progress,
     scenario_timeout,
     scenario_cancel,
+    scenario_state_that_breaks_the_shell,
+    scenario_request_limits,
+    scenario_results_tell_the_truth,
+    scenario_session_close,
 ]
+IDLE_SCENARIOS = [scenario_idle_sessions_close]
 
 
 async def serve_and_run(server_args: list[str], scenarios) -> None:
@@ -206,6 +354,7 @@ async def serve_and_run(server_args: list[str], scenarios) -> None:
 async def main() -> None:
     await serve_and_run(["--auto-background-secs", "1"], AUTO_BACKGROUND_SCENARIOS)
     await serve_and_run(["--no-auto-background"], FOREGROUND_SCENARIOS)
+    await serve_and_run(["--idle-close-secs", "2"], IDLE_SCENARIOS)
 
 
 if __name__ == "__main__":

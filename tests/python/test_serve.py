@@ -267,7 +267,10 @@ MALFORMED = [
     (b'{"jsonrpc":"2.0","id":118,"method":"run","params":{"session_id":"m","request":{"command":"true","cwd":"/nonexistent/dir"}}}', -32000, 118),
     (b'{"jsonrpc":"2.0","id":119,"method":"job.info","params":{"session_id":"m","job_id":"job_nope"}}', -32000, 119),
     (b'{"jsonrpc":"2.0","id":120,"method":"pty.screen","params":{"session_id":"m","job_id":"job_nope"}}', -32000, 120),
-    (b'{"jsonrpc":"2.0","id":121,"method":"' + b"x" * (2 * 1024 * 1024) + b'"}', -32600, None),
+    # Over the size limit: answered with the id, wherever the client put it.
+    (b'{"jsonrpc":"2.0","id":121,"method":"' + b"x" * (2 * 1024 * 1024) + b'"}', -32600, 121),
+    (b'{"method":"run","params":{"s":"' + b"x" * (2 * 1024 * 1024) + b'"},"jsonrpc":"2.0","id":122}', -32600, 122),
+    (b'{"method":"' + b"x" * (2 * 1024 * 1024) + b'"}', -32600, None),
 ]
 RUNTIME_CODES = {117: "invalid_env_name", 118: "invalid_cwd", 119: "job_not_found", 120: "job_not_found"}
 

@@ -15,7 +15,7 @@ use crate::support::run;
 use crate::support::run_request;
 
 #[tokio::test]
-async fn a_leading_cd_becomes_the_cwd_and_is_checked_like_one() {
+async fn a_leading_cd_becomes_the_cwd_only_when_that_is_exactly_what_bash_would_do() {
     let rt = TestRuntime::start().await;
     let session = rt.session("cd").await;
     let dir = tempfile::tempdir().unwrap();
@@ -30,20 +30,24 @@ async fn a_leading_cd_becomes_the_cwd_and_is_checked_like_one() {
         result.output,
         format!("{}/with space\n", dir_path.display())
     );
-    let err = session
-        .run(RunRequest::new(format!(
-            "cd {}/missing && ls",
+    // A directory that cannot be entered is bash's to report: the command
+    // runs as written, so its `||` branch still runs.
+    let result = run(
+        &session,
+        &format!(
+            "cd {}/missing && echo yes || echo fallback",
             dir_path.display()
-        )))
-        .await
-        .unwrap_err();
+        ),
+    )
+    .await;
     assert_eq!(
-        err.to_string(),
+        result.output,
         format!(
-            "Working directory does not exist: {}/missing",
+            "bash: line 1: cd: {}/missing: No such file or directory\nfallback\n",
             dir_path.display()
         )
     );
+    assert_eq!(result.exit_code, Some(0));
     // Forms the rewrite refuses run as written.
     let result = run(&session, "cd $HOME && echo expanded-by-bash").await;
     assert_eq!(result.output, "expanded-by-bash\n");

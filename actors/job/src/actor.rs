@@ -459,13 +459,18 @@ impl JobState {
     /// ran (it had just died) is replaced, at most [`MAX_SHELL_RETRIES`]
     /// times; anything else ends the run.
     fn runner_finished(&mut self, myself: &ActorRef<JobMsg>, report: RunReport) {
-        if let (RunEnd::Refused { .. }, RunnerRef::Shell { refusals, .. }) =
+        if let (RunEnd::Refused { reason }, RunnerRef::Shell { refusals, .. }) =
             (&report.end, &mut self.runner)
             && self.answers.result.is_none()
             && *refusals < MAX_SHELL_RETRIES
         {
             tracing::debug!(job = %self.job_id, "shell refused the run; asking for another");
             *refusals += 1;
+            // Only exported variables and the directory carry over: say so.
+            self.plan.notices.push(format!(
+                "The session's shell could not take this command ({reason}); it ran in a fresh shell with the last \
+                 known working directory and exported variables."
+            ));
             let _ = self.notify.send_message(JobNotice::ShellRefused {
                 job_id: self.job_id.clone(),
             });

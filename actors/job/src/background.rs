@@ -38,18 +38,20 @@ impl JobState {
                 return;
             }
         };
+        let summary = match self
+            .sink
+            .call(SinkMsg::Snapshot, Some(PREVIEW_DEADLINE))
+            .await
+        {
+            Ok(CallResult::Success(summary)) => Some(summary),
+            _ => None,
+        };
+        let output_bytes = summary.as_ref().map_or(0, |s| s.truncation.total_bytes);
         let preview = match reason {
             BackgroundReason::AwaitingInput => self.screen_text().await,
-            _ => match self
-                .sink
-                .call(SinkMsg::Snapshot, Some(PREVIEW_DEADLINE))
-                .await
-            {
-                Ok(CallResult::Success(summary)) => {
-                    tail(&summary.rendered.body, MAX_PREVIEW_BYTES).to_owned()
-                }
-                _ => String::new(),
-            },
+            _ => summary.map_or_else(String::new, |summary| {
+                tail(&summary.rendered.body, MAX_PREVIEW_BYTES).to_owned()
+            }),
         };
         let Caller::Waiting(reply) = std::mem::replace(&mut self.caller, Caller::Backgrounded)
         else {
@@ -59,6 +61,7 @@ impl JobState {
         // The Session frees the primary shell before the caller can call again.
         let _ = self.notify.send_message(JobNotice::Backgrounded {
             job_id: self.job_id.clone(),
+            cwd: self.plan.cwd.clone(),
         });
         let text = match reason {
             BackgroundReason::AwaitingInput => awaiting_input_text(
@@ -80,6 +83,8 @@ impl JobState {
             label: self.plan.label.clone(),
             reason,
             preview,
+            output_bytes,
+            cwd: self.plan.start_dir().display().to_string(),
             timeout: self.plan.timeout.info,
             text,
         })));

@@ -109,6 +109,9 @@ pub enum JobNotice {
     Backgrounded {
         /// Which job.
         job_id: JobId,
+        /// The directory the call asked to run in (its `cwd`, or its
+        /// rewritten leading `cd`): the session's next shell starts there.
+        cwd: Option<std::path::PathBuf>,
     },
     /// A finished background job's result is undelivered (its receiver left
     /// or never confirmed): it belongs on the completion stream.

@@ -91,6 +91,13 @@ pub(crate) fn build_result(
             (None, None, ShellRelease::Ended)
         }
     };
+    // The directory the shell reported after the run; when it reported none
+    // (it exited, was killed, or the run was on a terminal), the one the
+    // run started in.
+    let cwd = cwd.or_else(|| {
+        (!matches!(release, ShellRelease::Reusable { .. }))
+            .then(|| plan.start_dir().display().to_string())
+    });
     let output_collected = report.output.is_some();
     let summary = report.output.unwrap_or_default();
     if !output_collected {
@@ -101,20 +108,47 @@ pub(crate) fn build_result(
             "The full output could not be saved ({error}); the start and end shown are exact."
         ));
     }
-    let truncation_notice = summary.rendered.truncation_notice(
-        match (
-            &summary.truncation.artifact,
-            &summary.truncation.spill_error,
-        ) {
-            (Some(artifact), _) => Ok(artifact.id.as_str()),
-            (None, Some(error)) => Err(error.as_str()),
-            (None, None) => Err("not saved"),
-        },
-        inline_cap,
+    // A full-screen view is not a cut of the stream: its notice says where
+    // the raw output is instead.
+    let full_screen = report.last_full_screen.is_some();
+    let truncation_notice = summary
+        .rendered
+        .truncation_notice(
+            match (
+                &summary.truncation.artifact,
+                &summary.truncation.spill_error,
+            ) {
+                (Some(artifact), _) => Ok(artifact.id.as_str()),
+                (None, Some(error)) => Err(error.as_str()),
+                (None, None) => Err("not saved"),
+            },
+            inline_cap,
+        )
+        .filter(|_| !full_screen);
+    let raw = summary.truncation.artifact.as_ref().map_or_else(
+        || "the raw output is readable by offset".to_owned(),
+        |artifact| format!("the raw output is in artifact://{}", artifact.id),
     );
+    // A full-screen program's output is frames drawn over each other: what
+    // it showed is its last view, then what the terminal showed after it.
+    let body = match (&report.last_full_screen, &report.screen) {
+        (Some(view), Some(last)) if !last.alternate_screen => {
+            notices.push(format!(
+                "The program drew on the full screen: the text is its last view, then the terminal after it exited; {raw}."
+            ));
+            format!("{}\n{}\n", view.text(), last.text())
+        }
+        (Some(view), _) => {
+            notices.push(format!(
+                "The program drew on the full screen: the text is its last view; {raw}."
+            ));
+            format!("{}\n", view.text())
+        }
+        (None, _) => summary.rendered.body,
+    };
     let timed_out_after_secs = timed_out.then(|| plan.timeout.info.effective_secs.unwrap_or(0));
     let text = result_text(&ResultTextParts {
-        body: &summary.rendered.body,
+        body: &body,
         timed_out_after_secs,
         cancelled,
         wall_time,
@@ -130,7 +164,7 @@ pub(crate) fn build_result(
         killed: cancelled,
         cwd,
         wall_time_ms: u64::try_from(wall_time.as_millis()).unwrap_or(u64::MAX),
-        output: summary.rendered.body,
+        output: body,
         truncation: summary.truncation,
         notices,
         timeout: plan.timeout.info,

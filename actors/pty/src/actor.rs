@@ -446,6 +446,7 @@ impl PtySessionState {
         });
         let output = self.feed.complete(COMPLETE_DEADLINE).await;
         let screen = self.screen.render();
+        let last_full_screen = self.screen.last_full_screen();
         let killed = self.killing.as_ref().map(Escalation::reason);
         let code = match killed {
             Some(KillReason::Timeout | KillReason::Cancelled) => None,
@@ -458,6 +459,7 @@ impl PtySessionState {
                 end: RunEnd::ProgramExited { exit, killed },
                 output,
                 screen: Some(screen),
+                last_full_screen,
             })));
     }
 }

@@ -52,6 +52,9 @@ pub struct RunReport {
     pub output: Option<OutputSummary>,
     /// A terminal run's screen when the terminal closed.
     pub screen: Option<Screen>,
+    /// A terminal run that used the alternate screen (an editor, a pager,
+    /// `top`): its last full-screen view.
+    pub last_full_screen: Option<Screen>,
 }
 
 impl RunReport {
@@ -68,6 +71,7 @@ impl RunReport {
             end,
             output: None,
             screen: None,
+            last_full_screen: None,
         }
     }
 }

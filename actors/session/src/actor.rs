@@ -24,6 +24,7 @@ use tokio::sync::broadcast;
 
 use crate::book::JobBook;
 use crate::budget::RestartBudget;
+use crate::idle::IdleClock;
 use crate::messages::SessionMsg;
 use crate::pool::ShellPool;
 
@@ -66,6 +67,11 @@ pub struct SessionState {
     pub(crate) budget: RestartBudget,
     /// Asks for the standby once the primary has been held long enough.
     pub(crate) standby_timer: Option<Timer<SessionMsg>>,
+    /// When the session was last called; closes it when idle.
+    pub(crate) idle: IdleClock,
+    /// A notice for the next run: the session's directory vanished and its
+    /// new shell started elsewhere.
+    pub(crate) relocated: Option<String>,
 }
 
 impl Actor for Session {
@@ -87,6 +93,8 @@ impl Actor for Session {
                 Duration::from_secs(restart.window_secs),
             ),
             standby_timer: None,
+            idle: IdleClock::new(args.ctx.config.sessions.idle_close()),
+            relocated: None,
             args,
         })
     }
@@ -100,6 +108,7 @@ impl Actor for Session {
         if let Err(err) = state.start_primary(&myself).await {
             tracing::warn!(session = %state.args.id, %err, "could not start the session's shell");
         }
+        state.idle.arm(&myself);
         Ok(())
     }
 
@@ -109,9 +118,13 @@ impl Actor for Session {
         message: SessionMsg,
         state: &mut SessionState,
     ) -> std::result::Result<(), ActorProcessingErr> {
+        if message.is_call() {
+            state.idle.touch();
+        }
         match message {
             #[cfg(feature = "chaos")]
             SessionMsg::Panic => panic!("chaos: a panic injected into a Session handler"),
+            SessionMsg::IdleCheck => state.idle_check(&myself).await,
             SessionMsg::Run {
                 request,
                 reply,
@@ -161,8 +174,8 @@ impl Actor for Session {
                 state.jobs.queue_completion(job_id);
                 state.serve_completions().await;
             }
-            SessionMsg::Job(JobNotice::Backgrounded { job_id }) => {
-                state.detach_primary(&myself, &job_id).await;
+            SessionMsg::Job(JobNotice::Backgrounded { job_id, cwd }) => {
+                state.detach_primary(&myself, &job_id, cwd).await;
             }
             SessionMsg::Job(JobNotice::Finished {
                 job_id,

@@ -87,6 +87,11 @@ impl<J: BookJob> JobBook<J> {
         self.jobs.get(id).map(|booked| &booked.job)
     }
 
+    /// Whether any job has not finished.
+    pub(crate) fn any_running(&self) -> bool {
+        self.jobs.values().any(|booked| !booked.finished)
+    }
+
     /// Terminal runs that have not finished.
     pub(crate) fn running_terminals(&self) -> usize {
         self.jobs.values().filter(|b| b.terminal_running).count()

@@ -69,6 +69,9 @@ impl SessionState {
             }
         };
         tracing::trace!(target: "shellvisor::stage", "session: planned");
+        if let Some(notice) = self.relocated.take() {
+            plan.notices.push(notice);
+        }
         if request.pty {
             match self.open_terminal(&request, &mut plan) {
                 Ok(Some(terminal)) => {
@@ -117,6 +120,7 @@ impl SessionState {
                 },
                 session_cwd: self.shells.cwd(),
                 home: ctx.home.as_deref(),
+                cdpath: self.shells.exports("CDPATH"),
             },
         )
     }
@@ -234,6 +238,8 @@ impl SessionState {
             label: plan.label.clone(),
             reason: BackgroundReason::Requested,
             preview: String::new(),
+            output_bytes: 0,
+            cwd: plan.start_dir().display().to_string(),
             timeout: plan.timeout.info,
             text: background_text(
                 job_id.as_str(),

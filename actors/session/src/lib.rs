@@ -14,6 +14,7 @@
 mod actor;
 mod book;
 mod budget;
+mod idle;
 mod jobs;
 mod messages;
 mod pool;

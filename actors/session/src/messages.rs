@@ -89,10 +89,36 @@ pub enum SessionMsg {
         /// The job that held the primary when the timer was set.
         job_id: JobId,
     },
+    /// The idle limit may have passed (sent by the Session's own timer).
+    IdleCheck,
     /// From a Job.
     Job(JobNotice),
     /// From a Shell.
     Shell(ShellNotice),
+}
+
+impl SessionMsg {
+    /// Whether this is a caller's request (it resets the idle clock), as
+    /// opposed to a notice from the session's own actors or timers.
+    pub(crate) fn is_call(&self) -> bool {
+        match self {
+            SessionMsg::Run { .. }
+            | SessionMsg::ReadOutput { .. }
+            | SessionMsg::ListJobs(_)
+            | SessionMsg::JobInfo { .. }
+            | SessionMsg::Wait { .. }
+            | SessionMsg::Confirm { .. }
+            | SessionMsg::Kill { .. }
+            | SessionMsg::Pty { .. }
+            | SessionMsg::NextCompletion(_) => true,
+            #[cfg(feature = "chaos")]
+            SessionMsg::Panic => false,
+            SessionMsg::PrepareStandby { .. }
+            | SessionMsg::IdleCheck
+            | SessionMsg::Job(_)
+            | SessionMsg::Shell(_) => false,
+        }
+    }
 }
 
 impl From<JobNotice> for SessionMsg {

@@ -139,9 +139,38 @@ impl<S: PoolShell> ShellPool<S> {
         &self.cwd
     }
 
+    /// The session is now in `cwd` (a call that asked for it went to the
+    /// background before reporting where it ended).
+    pub(crate) fn moved_to(&mut self, cwd: PathBuf) {
+        self.cwd = cwd;
+    }
+
     /// The session's last known `export -p` (`None`: the base environment).
     pub(crate) fn env(&self) -> Option<&Bytes> {
         self.env.as_ref()
+    }
+
+    /// Whether the session's last known environment exports `name`.
+    pub(crate) fn exports(&self, name: &str) -> bool {
+        let Some(env) = &self.env else {
+            return std::env::var_os(name).is_some();
+        };
+        let declared = format!("declare -x {name}");
+        env.split(|b| *b == b'\n').any(|line| {
+            line.strip_prefix(declared.as_bytes())
+                .is_some_and(|rest| rest.is_empty() || rest[0] == b'=')
+        })
+    }
+
+    /// The primary shell, if there is one.
+    pub(crate) fn primary(&self) -> Option<&S> {
+        self.primary.as_ref().map(|primary| &primary.shell)
+    }
+
+    /// Whether shells no longer used are still stopping (a released shell
+    /// stays while processes its commands left running are alive).
+    pub(crate) fn has_retiring(&self) -> bool {
+        !self.retiring.is_empty()
     }
 
     /// Whether there is a primary shell.

@@ -97,10 +97,19 @@ impl SessionState {
         let cwd = if last.is_dir() {
             last.to_path_buf()
         } else {
-            ctx.home
+            let elsewhere = ctx
+                .home
                 .clone()
                 .filter(|h| h.is_dir())
-                .unwrap_or_else(|| PathBuf::from("/"))
+                .unwrap_or_else(|| PathBuf::from("/"));
+            // The next run says so; the session is where its shell is.
+            self.relocated = Some(format!(
+                "The session's working directory {} no longer exists; its new shell starts in {}.",
+                last.display(),
+                elsewhere.display()
+            ));
+            self.shells.moved_to(elsewhere.clone());
+            elsewhere
         };
         let args = ShellArgs {
             ctx: Arc::clone(ctx),
@@ -146,10 +155,25 @@ impl SessionState {
 
     /// A job took the primary shell to the background: the session gets a
     /// fresh primary with the same state, so its next call is neither blocked
-    /// behind the job nor stripped of its state.
-    pub(crate) async fn detach_primary(&mut self, myself: &ActorRef<SessionMsg>, job_id: &JobId) {
+    /// behind the job nor stripped of its state. The call's own directory
+    /// (`cwd`, or a rewritten leading `cd`) is where the session now is.
+    pub(crate) async fn detach_primary(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        job_id: &JobId,
+        cwd: Option<PathBuf>,
+    ) {
         if !self.shells.detach_primary(job_id) {
             return;
+        }
+        if let Some(cwd) = cwd {
+            // A standby was started from the old directory: not this one.
+            if self.shells.cwd() != cwd
+                && let Some(standby) = self.shells.retire_standby()
+            {
+                stop(&standby);
+            }
+            self.shells.moved_to(cwd);
         }
         if let Err(err) = self.start_primary(myself).await {
             tracing::warn!(session = %self.args.id, %err, "could not start a new primary shell");

@@ -101,6 +101,7 @@ impl Actor for Shell {
             }
             ShellMsg::Release { poll } => live.release(&myself, poll),
             ShellMsg::CheckChildren => live.count_children(&myself),
+            ShellMsg::Occupied(reply) => live.report_occupied(reply),
             ShellMsg::ChildrenCounted(others) => {
                 if live.release_if_alone(&myself, others) {
                     myself.stop(Some("shell ended".to_owned()));

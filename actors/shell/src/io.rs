@@ -13,6 +13,7 @@ use shellvisor_process::OutputFifo;
 use shellvisor_process::ShellRecord;
 use shellvisor_process::StatusReader;
 use shellvisor_process::StatusRecord;
+use shellvisor_process::StdinProbe;
 use shellvisor_process::read_now;
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
@@ -20,6 +21,8 @@ use tokio::sync::oneshot;
 use tokio::sync::watch;
 
 use crate::messages::ShellMsg;
+use crate::shell_output::ShellOutput;
+use crate::source_names::SourceNames;
 use shellvisor_run::RunEnd;
 use shellvisor_run::RunNotice;
 use shellvisor_run::RunReport;
@@ -30,6 +33,27 @@ const CHUNK_BYTES: usize = 64 * 1024;
 const DRAIN_READ_BYTES: usize = 8 * 1024;
 /// How long the Sink may take to render a completed run.
 const COMPLETE_DEADLINE: Duration = Duration::from_secs(5);
+/// How often a run in progress checks that its shell is not waiting for
+/// its next line (see [`StdinProbe`]).
+const PROBE_EVERY: Duration = Duration::from_millis(500);
+/// Consecutive sightings of a waiting shell that end the run: a record
+/// written just before bash went back to reading is read in between.
+const PROBE_SIGHTINGS: u8 = 2;
+/// Why a run ends when its shell waits for input without having reported.
+const WRAPPER_STOPPED: &str = "the shell stopped running the runtime's wrapper: the command disabled or redefined something it needs (`enable -n`, a function named `builtin`, `set -n`)";
+
+/// The shell's channels the I/O task reads besides the runs' FIFOs.
+#[derive(Debug)]
+pub(crate) struct ShellChannels {
+    /// Status and environment records (fd 62).
+    pub(crate) status: StatusReader,
+    /// bash's own stdout and stderr.
+    pub(crate) output: ShellOutput,
+    /// Sees the shell wait for input during a run (`None`: not available).
+    pub(crate) probe: Option<StdinProbe>,
+    /// The names of the shell's script files in error messages.
+    pub(crate) names: SourceNames,
+}
 
 /// What the Shell actor tells its I/O task.
 #[derive(Debug)]
@@ -66,6 +90,7 @@ struct ActiveRun {
     readable: bool,
     /// The runtime is killing it: its status record no longer completes it.
     killed: bool,
+    names: SourceNames,
 }
 
 /// Runs until the Shell actor is gone and no run is left: reads status and
@@ -73,12 +98,20 @@ struct ActiveRun {
 /// reports each run's end to its Job. Deliberately not aborted with the actor,
 /// so a run in progress always gets its report.
 pub(crate) async fn io_task(
-    mut status: StatusReader,
+    channels: ShellChannels,
     mut commands: mpsc::UnboundedReceiver<IoCommand>,
     shell: ActorRef<ShellMsg>,
     env: watch::Sender<EnvRecord>,
 ) {
+    let ShellChannels {
+        mut status,
+        output: mut shell_output,
+        probe,
+        names,
+    } = channels;
     let mut run: Option<ActiveRun> = None;
+    let mut next_probe = tokio::time::Instant::now() + PROBE_EVERY;
+    let mut sightings = 0u8;
     // A status record read before its run's `Start` (see below).
     let mut early: Option<StatusRecord> = None;
     let mut status_open = true;
@@ -88,7 +121,7 @@ pub(crate) async fn io_task(
             command = commands.recv() => match command {
                 Some(IoCommand::Start(io)) => {
                     if let Some(previous) = run.take() {
-                        finish(previous, RunEnd::ShellLost { reason: "a new run replaced it".to_owned() }, None).await;
+                        finish(previous, RunEnd::ShellLost { reason: "a new run replaced it".to_owned() }, None, None).await;
                     }
                     let current = ActiveRun {
                         nonce: io.nonce,
@@ -101,14 +134,18 @@ pub(crate) async fn io_task(
                         buf: BytesMut::new(),
                         readable: true,
                         killed: false,
+                        names: names.clone(),
                     };
+                    next_probe = tokio::time::Instant::now() + PROBE_EVERY;
+                    sightings = 0;
                     // The run may be over already: its record came first.
                     // Nonces are random per run, so a record kept for another
                     // nonce was forged: the channel cannot be trusted.
                     match early.take() {
                         Some(status) if status.nonce == current.nonce => {
                             let env_follows = current.env_follows;
-                            finish(current, RunEnd::Completed { status, env_follows }, Some(&shell)).await;
+                            shell_output.forget();
+                            finish(current, RunEnd::Completed { status, env_follows }, Some(&shell), None).await;
                         }
                         Some(_) => {
                             broken(&shell, Some(current), FOREIGN_RECORD).await;
@@ -128,13 +165,16 @@ pub(crate) async fn io_task(
                 }
                 Some(IoCommand::End(end)) => {
                     if let Some(current) = run.take() {
-                        finish(current, end, None).await;
+                        // The shell exited: what it wrote on its way out
+                        // (an EXIT trap) is this run's.
+                        let epilogue = matches!(end, RunEnd::ShellExited { .. }).then(|| shell_output.take());
+                        finish(current, end, None, epilogue).await;
                     }
                 }
                 None => {
                     if let Some(current) = run.take() {
                         let end = RunEnd::ShellLost { reason: "the shell stopped before reporting the run".to_owned() };
-                        finish(current, end, None).await;
+                        finish(current, end, None, None).await;
                     }
                     return;
                 }
@@ -151,7 +191,8 @@ pub(crate) async fn io_task(
                         // before anyone can learn the run ended.
                         if let Some(current) = run.take() {
                             let env_follows = current.env_follows;
-                            finish(current, RunEnd::Completed { status: record, env_follows }, Some(&shell)).await;
+                            shell_output.forget();
+                            finish(current, RunEnd::Completed { status: record, env_follows }, Some(&shell), None).await;
                         }
                     } else if run.is_some() || early.is_some() {
                         // A record for no run the shell is running: written
@@ -192,12 +233,25 @@ pub(crate) async fn io_task(
                 }
                 current.buf.reserve(CHUNK_BYTES);
                 match current.receiver.try_read_buf(&mut current.buf) {
-                    Ok(_) => forward(&current.sink, &mut current.buf).await,
+                    Ok(_) => forward(&current.sink, &mut current.names, &mut current.buf).await,
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
                     Err(err) => {
                         tracing::warn!(%err, "reading run output failed");
                         current.readable = false;
                     }
+                }
+            }
+            () = shell_output.readable() => shell_output.read_ready(),
+            () = tokio::time::sleep_until(next_probe), if probe.is_some() && run.as_ref().is_some_and(|r| !r.killed) => {
+                next_probe = tokio::time::Instant::now() + PROBE_EVERY;
+                if probe.as_ref().is_some_and(StdinProbe::awaits_input) {
+                    sightings += 1;
+                } else {
+                    sightings = 0;
+                }
+                if sightings >= PROBE_SIGHTINGS {
+                    sightings = 0;
+                    broken(&shell, run.take(), WRAPPER_STOPPED).await;
                 }
             }
         }
@@ -216,7 +270,7 @@ async fn broken(shell: &ActorRef<ShellMsg>, current: Option<ActiveRun>, reason: 
         let end = RunEnd::ShellLost {
             reason: format!("{reason}; the shell is replaced"),
         };
-        finish(current, end, None).await;
+        finish(current, end, None, None).await;
     }
 }
 
@@ -233,8 +287,14 @@ async fn readable(run: Option<&ActiveRun>) -> io::Result<()> {
 /// reports to the Job, and leaves any late output of `&` children to a
 /// drainer so they never get SIGPIPE. When the shell goes on (`shell`), it is
 /// told that it is idle and whether the FIFO can be reopened, before the Job
-/// hears of the end.
-async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>) {
+/// hears of the end. `epilogue` is what bash wrote outside the run's
+/// redirections as it exited; it follows the run's own output.
+async fn finish(
+    run: ActiveRun,
+    end: RunEnd,
+    shell: Option<&ActorRef<ShellMsg>>,
+    epilogue: Option<Bytes>,
+) {
     tracing::trace!(target: "shellvisor::stage", "pump: run ended");
     let ActiveRun {
         receiver,
@@ -243,6 +303,7 @@ async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>)
         reply_to,
         buf,
         readable,
+        mut names,
         ..
     } = run;
     drop(keepalive);
@@ -259,11 +320,17 @@ async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>)
                 writers_gone = true;
             }
             Ok(n) => {
-                sink.push(Bytes::copy_from_slice(&scratch[..n])).await;
+                let chunk = names.filter(Bytes::copy_from_slice(&scratch[..n]));
+                push_some(&sink, chunk).await;
             }
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
             Err(_) => eof = true,
         }
+    }
+    push_some(&sink, names.flush()).await;
+    if let Some(epilogue) = epilogue {
+        push_some(&sink, names.filter(epilogue)).await;
+        push_some(&sink, names.flush()).await;
     }
     tracing::trace!(target: "shellvisor::stage", "pump: drained");
     let output = sink.complete(COMPLETE_DEADLINE).await;
@@ -280,17 +347,23 @@ async fn finish(run: ActiveRun, end: RunEnd, shell: Option<&ActorRef<ShellMsg>>)
         end,
         output,
         screen: None,
+        last_full_screen: None,
     })));
     match late {
         None => sink.close(),
         Some(receiver) => {
-            tokio::spawn(drain_late(receiver, sink, buf));
+            tokio::spawn(drain_late(receiver, sink, buf, names));
         }
     }
 }
 
 /// Keeps reading a finished run's FIFO until its last writer closes it.
-async fn drain_late(receiver: pipe::Receiver, sink: SinkFeed, mut buf: BytesMut) {
+async fn drain_late(
+    receiver: pipe::Receiver,
+    sink: SinkFeed,
+    mut buf: BytesMut,
+    mut names: SourceNames,
+) {
     loop {
         if receiver.readable().await.is_err() {
             break;
@@ -298,18 +371,26 @@ async fn drain_late(receiver: pipe::Receiver, sink: SinkFeed, mut buf: BytesMut)
         buf.reserve(CHUNK_BYTES);
         match receiver.try_read_buf(&mut buf) {
             Ok(0) => break,
-            Ok(_) => forward(&sink, &mut buf).await,
+            Ok(_) => forward(&sink, &mut names, &mut buf).await,
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
             Err(_) => break,
         }
     }
+    push_some(&sink, names.flush()).await;
     sink.close();
 }
 
-async fn forward(sink: &SinkFeed, buf: &mut BytesMut) {
+async fn forward(sink: &SinkFeed, names: &mut SourceNames, buf: &mut BytesMut) {
     if !buf.is_empty() {
-        // A gone Sink is not an error here: keep draining so writers never block.
-        sink.push(buf.split().freeze()).await;
+        push_some(sink, names.filter(buf.split().freeze())).await;
+    }
+}
+
+/// Pushes `chunk` unless it is empty. A gone Sink is not an error here:
+/// keep draining so writers never block.
+async fn push_some(sink: &SinkFeed, chunk: Bytes) {
+    if !chunk.is_empty() {
+        sink.push(chunk).await;
     }
 }
 
@@ -337,8 +418,11 @@ mod tests {
 
     use super::IoCommand;
     use super::RunIo;
+    use super::ShellChannels;
     use super::io_task;
     use crate::messages::ShellMsg;
+    use crate::shell_output::ShellOutput;
+    use crate::source_names::SourceNames;
     use shellvisor_run::RunEnd;
     use shellvisor_run::RunNotice;
 
@@ -391,7 +475,14 @@ mod tests {
         let (job, mut job_messages) = forward::<RunNotice>().await;
         let (env, _env_rx) = watch::channel(EnvRecord::default());
         let status = StatusReader::new(status_read).unwrap();
-        tokio::spawn(io_task(status, commands, shell.clone(), env));
+        let (output_read, _output_write) = rustix::pipe::pipe().unwrap();
+        let channels = ShellChannels {
+            status,
+            output: ShellOutput::new(output_read).unwrap(),
+            probe: None,
+            names: SourceNames::new(&[]),
+        };
+        tokio::spawn(io_task(channels, commands, shell.clone(), env));
 
         // The record arrives and is read while no run is known.
         status_write

@@ -16,6 +16,8 @@ mod actor;
 mod io;
 mod live;
 mod messages;
+mod shell_output;
+mod source_names;
 
 pub use actor::Shell;
 pub use actor::ShellArgs;

@@ -19,11 +19,14 @@ use shellvisor_process::RunStart;
 use shellvisor_process::ShellFiles;
 use shellvisor_process::ShellRecord;
 use shellvisor_process::StatusReader;
+use shellvisor_process::StdinProbe;
+use shellvisor_process::script::WRAPPER_BUILTINS;
 use shellvisor_process::spawn_shell;
 use shellvisor_protocol::random_token;
 use shellvisor_run::AbortOnDrop;
 use shellvisor_run::Escalation;
 use shellvisor_run::KillReason;
+use shellvisor_run::RunEnd;
 use shellvisor_run::RunNotice;
 use shellvisor_run::RunReport;
 use shellvisor_run::Timer;
@@ -34,9 +37,12 @@ use tokio::sync::watch;
 use crate::actor::ShellArgs;
 use crate::io::IoCommand;
 use crate::io::RunIo;
+use crate::io::ShellChannels;
 use crate::io::io_task;
 use crate::messages::ExecRequest;
 use crate::messages::ShellMsg;
+use crate::shell_output::ShellOutput;
+use crate::source_names::SourceNames;
 
 mod ending;
 
@@ -70,10 +76,15 @@ pub(crate) struct LiveShell {
     /// The run in progress: what identifies its processes. Cleared when its
     /// status is read or bash ends.
     run: Option<RunIdentity>,
+    /// A command disabled a builtin the wrapper needs: no run is accepted.
+    unusable: bool,
     /// Why the runtime killed the shell (its run, or the whole group).
     killed: Option<KillReason>,
     /// A run being killed: its processes get KILL when the grace elapses.
     run_kill: Option<RunKill>,
+    /// The end of a killed run whose bash exited before what the run
+    /// started: reported once that is gone too.
+    held_end: Option<RunEnd>,
     /// The whole group is being stopped (TERM, grace, KILL).
     stopping: Option<Escalation<ShellMsg>>,
     /// Set once the shell is released (or its bash ended): how often to check
@@ -116,7 +127,13 @@ impl LiveShell {
         tracing::trace!(target: "shellvisor::stage", "shell: bash spawned");
         let group = spawned.group;
         let mut child = spawned.child;
+        // Without a probe (it cannot inspect the pipe), a shell whose wrapper
+        // stops is found only by the run's deadline.
+        let probe = StdinProbe::new(group.group().as_raw(), &spawned.stdin)
+            .inspect_err(|err| tracing::debug!(%err, "no stdin probe for this shell"))
+            .ok();
         let mut writer = CommandWriter::new(spawned.stdin)?;
+        let shell_output = ShellOutput::new(spawned.output)?;
         let mut status = StatusReader::new(spawned.status)?;
 
         let shell_id = random_token(SHELL_ID_BYTES)?;
@@ -162,7 +179,17 @@ impl LiveShell {
         };
         let (io, commands) = mpsc::unbounded_channel();
         // Not aborted with the actor: a run in progress always gets its report.
-        tokio::spawn(io_task(status, commands, myself.clone(), env_tx));
+        tokio::spawn(io_task(
+            ShellChannels {
+                status,
+                output: shell_output,
+                probe,
+                names: SourceNames::new(&files.script_paths()),
+            },
+            commands,
+            myself.clone(),
+            env_tx,
+        ));
         let (exit_tx, exit_rx) = watch::channel(None);
         let (reap_tx, reap_rx) = oneshot::channel::<()>();
         let watch_task = {
@@ -198,8 +225,10 @@ impl LiveShell {
             exit: exit_rx,
             reap: Some(reap_tx),
             run: None,
+            unusable: false,
             killed: None,
             run_kill: None,
+            held_end: None,
             stopping: None,
             retain_poll: None,
             alone_scans: 0,
@@ -215,6 +244,7 @@ impl LiveShell {
     pub(crate) async fn exec(&mut self, request: ExecRequest) {
         tracing::trace!(target: "shellvisor::stage", "shell: exec received");
         if self.exited.is_some()
+            || self.unusable
             || self.killed.is_some()
             || self.stopping.is_some()
             || self.retain_poll.is_some()
@@ -223,6 +253,15 @@ impl LiveShell {
         }
         if self.run.is_some() {
             return refuse(&request.reply_to, "the shell is already running a command");
+        }
+        let env_record = self.may_change_environment(&request.command).await;
+        if let Some(disabled) = self.disabled_wrapper_builtins() {
+            // The session retires this shell and lends the Job a fresh one.
+            self.unusable = true;
+            return refuse(
+                &request.reply_to,
+                &format!("the previous command disabled {disabled}, which the runtime needs"),
+            );
         }
         self.runs += 1;
         // Random per run: a command that reads its own wrapper learns only
@@ -234,7 +273,6 @@ impl LiveShell {
             }
         };
         let marker = format!("{}.{}", self.shell_id, self.runs);
-        let env_record = self.may_change_environment(&request.command).await;
         let written = self.files.write_run(
             &nonce,
             &marker,
@@ -312,6 +350,19 @@ impl LiveShell {
             }
         };
         may_change_environment(command, &traits)
+    }
+
+    /// The builtins the wrapper needs that a command disabled (`enable -n .`),
+    /// as the last environment record says, or `None`.
+    fn disabled_wrapper_builtins(&self) -> Option<String> {
+        let record = self.env.borrow();
+        let disabled: Vec<String> = record
+            .disabled
+            .iter()
+            .filter(|name| WRAPPER_BUILTINS.contains(&name.as_str()))
+            .map(|name| format!("`{name}`"))
+            .collect();
+        (!disabled.is_empty()).then(|| disabled.join(", "))
     }
 
     /// Prepares the next run's output FIFO while the shell is idle, off the

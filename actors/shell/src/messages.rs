@@ -36,6 +36,9 @@ pub enum ShellMsg {
         /// How often to check for those processes.
         poll: Duration,
     },
+    /// Whether processes other than bash live in the shell's group (commands
+    /// left them running: `server &`). Answered after a scan of `/proc`.
+    Occupied(ractor::RpcReplyPort<bool>),
     /// Internal: check whether the processes left running are gone.
     CheckChildren,
     /// Internal: how many processes other than bash are in the group.
@@ -62,7 +65,8 @@ pub enum ShellMsg {
     Escalate,
     /// Internal: the grace period of a run kill elapsed.
     EscalateRun,
-    /// Internal: the KILL pass of a run kill is done.
+    /// Internal: the run being killed is gone (its processes ended after
+    /// bash, or the KILL pass is done).
     RunKilled,
 }
 

@@ -56,6 +56,8 @@ pub struct SinkState {
     pending_offset: u64,
     flush_timer: Option<JoinHandle<Result<(), ractor::MessagingErr<SinkMsg>>>>,
     closed: bool,
+    /// Raw bytes of the line being written (since the last newline).
+    line_bytes: usize,
 }
 
 impl Actor for Sink {
@@ -77,6 +79,7 @@ impl Actor for Sink {
             pending_offset: 0,
             flush_timer: None,
             closed: false,
+            line_bytes: 0,
             config: args.config,
         })
     }
@@ -129,17 +132,34 @@ impl SinkState {
         // Output longer than the inline cap is shown truncated, so its full
         // bytes must be readable: open the artifact then, or before any byte
         // would leave memory.
-        let over_cap =
-            self.buffer.total_bytes() + chunk.len() as u64 > self.config.inline_bytes as u64;
-        if let Artifact::NotOpened(path) = &self.artifact
-            && (over_cap || self.buffer.would_drop(chunk.len()))
-        {
+        // A line longer than the column cap is shown cut: the same rule.
+        let not_opened = matches!(self.artifact, Artifact::NotOpened(_));
+        let needed = not_opened
+            && (self.buffer.total_bytes() + chunk.len() as u64 > self.config.inline_bytes as u64
+                || self.buffer.would_drop(chunk.len())
+                || self.long_line(chunk));
+        if needed && let Artifact::NotOpened(path) = &self.artifact {
             let path = path.clone();
             let tail = self.buffer.tail_vec();
             self.artifact = Artifact::open(path, &[self.buffer.head(), &tail]);
         }
         self.artifact.append(chunk);
         self.buffer.push(chunk);
+    }
+
+    /// Whether `chunk` completes or extends a line of more raw bytes than
+    /// the column cap (tracked across chunks until the artifact is open).
+    fn long_line(&mut self, chunk: &[u8]) -> bool {
+        let cap = self.config.max_columns;
+        let mut start = 0;
+        let mut long = false;
+        for newline in memchr::memchr_iter(b'\n', chunk) {
+            long |= self.line_bytes + (newline - start) > cap;
+            self.line_bytes = 0;
+            start = newline + 1;
+        }
+        self.line_bytes += chunk.len() - start;
+        long || self.line_bytes > cap
     }
 
     fn stream(&mut self, myself: &ActorRef<SinkMsg>, chunk: &Bytes) {

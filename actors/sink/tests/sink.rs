@@ -180,3 +180,70 @@ async fn an_empty_output_is_summarized_without_the_sink_exactly_as_the_sink_woul
         assert_eq!(feed.complete(Duration::from_secs(1)).await, None);
     }
 }
+
+/// A line longer than the column cap is shown cut: the result says it is
+/// truncated and its whole bytes are in the artifact, also when the line
+/// arrives in pieces and the output is far below the inline cap.
+#[tokio::test]
+async fn a_line_cut_at_the_column_cap_is_truncated_and_saved_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (events, _rx) = broadcast::channel(16);
+    let (sink, _) = Actor::spawn(
+        None,
+        Sink,
+        SinkArgs {
+            job_id: JobId::random().unwrap(),
+            config: OutputConfig::default(),
+            artifact_path: dir.path().join("a.log"),
+            events,
+        },
+    )
+    .await
+    .unwrap();
+    let feed = SinkFeed::new(sink);
+    let mut data = b"short\n".to_vec();
+    data.extend(std::iter::repeat_n(b'x', 5000));
+    data.extend_from_slice(b"\nend\n");
+    for chunk in data.chunks(300) {
+        assert!(feed.push(Bytes::copy_from_slice(chunk)).await);
+    }
+    let summary = feed.complete(Duration::from_secs(5)).await.unwrap();
+    assert!(summary.truncation.truncated, "a cut line is truncation");
+    assert_eq!(summary.rendered.cut_lines, 1);
+    let artifact = summary.truncation.artifact.clone().expect("an artifact");
+    assert_eq!(std::fs::read(&artifact.path).unwrap(), data);
+    assert_eq!(
+        summary
+            .rendered
+            .truncation_notice(Ok(&artifact.id), 51200)
+            .unwrap(),
+        format!(
+            "[1 long line cut short (…). Read artifact://{} for full output]",
+            artifact.id
+        )
+    );
+
+    // Lines within the cap write no artifact.
+    let (events, _rx) = broadcast::channel(16);
+    let (sink, _) = Actor::spawn(
+        None,
+        Sink,
+        SinkArgs {
+            job_id: JobId::random().unwrap(),
+            config: OutputConfig::default(),
+            artifact_path: dir.path().join("b.log"),
+            events,
+        },
+    )
+    .await
+    .unwrap();
+    let feed = SinkFeed::new(sink);
+    let line = [b'y'; 767];
+    for _ in 0..20 {
+        feed.push(Bytes::copy_from_slice(&line)).await;
+        feed.push(Bytes::from_static(b"\n")).await;
+    }
+    let summary = feed.complete(Duration::from_secs(5)).await.unwrap();
+    assert!(!summary.truncation.truncated);
+    assert!(summary.truncation.artifact.is_none());
+}

@@ -12,7 +12,10 @@
 //! - `shellvisor config`: prints the configuration in effect as TOML.
 //!
 //! stdout carries only the command's output (the protocol, for the server
-//! modes); logs go to stderr, filtered by `SHELLVISOR_LOG` (default `warn`).
+//! modes); logs go to stderr, filtered by `SHELLVISOR_LOG` (default `warn`;
+//! the bash parser's targets, which would log command text, are always
+//! off). A closed stdout (`shellvisor schema | head`) ends any subcommand
+//! quietly with status 141, as SIGPIPE would.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod attach;
@@ -80,19 +83,14 @@ where
     init_logging();
     let config = config::load(cli.config.as_deref())?;
     if let Command::Schema = cli.command {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&shellvisor_jsonrpc::schema())
-                .context("printing the schema")?
-        );
-        return Ok(ExitCode::SUCCESS);
+        let mut schema = serde_json::to_string_pretty(&shellvisor_jsonrpc::schema())
+            .context("printing the schema")?;
+        schema.push('\n');
+        return print_stdout(schema.as_bytes());
     }
     if let Command::Config = cli.command {
-        print!(
-            "{}",
-            toml::to_string(&config).context("printing the configuration")?
-        );
-        return Ok(ExitCode::SUCCESS);
+        let text = toml::to_string(&config).context("printing the configuration")?;
+        return print_stdout(text.as_bytes());
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -109,10 +107,41 @@ where
     })
 }
 
+/// Writes `bytes` to stdout (an `Err` on a closed pipe, which `main` turns
+/// into a quiet exit).
+fn print_stdout(bytes: &[u8]) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(bytes)?;
+    stdout.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `err` is a write to a closed pipe (the reader went away, as
+/// `shellvisor schema | head` does): not worth a message.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Exit status after a closed stdout: what a shell reports for a program
+/// that SIGPIPE ended (128 + 13), so `set -o pipefail` sees it as usual.
+pub const BROKEN_PIPE_EXIT: u8 = 141;
+
 /// Logs go to stderr: stdout belongs to the command's output or the protocol.
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SHELLVISOR_LOG")
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("SHELLVISOR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // The bash parser logs the commands it reads at debug level under these
+    // targets: command text never goes to the log.
+    for quiet in shellvisor::QUIET_LOG_TARGETS {
+        if let Ok(directive) = format!("{quiet}=off").parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -20,11 +20,25 @@ pub struct McpArgs {
     /// Keep foreground runs in the foreground until they finish or time out.
     #[arg(long, conflicts_with = "auto_background_secs")]
     pub no_auto_background: bool,
+    /// Close a session after this many seconds without a call (when no job
+    /// of it runs and it holds no `server &`); `0` never does. Default: the
+    /// configuration's `sessions.idle_close_secs`, or 1800 when that is 0.
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_close_secs: Option<u64>,
 }
+
+/// Idle limit of `shellvisor mcp` when neither the flag nor the
+/// configuration sets one: hosts open sessions freely and rarely close them.
+const DEFAULT_IDLE_CLOSE_SECS: u64 = 30 * 60;
 
 pub(crate) async fn mcp(mut config: Config, args: McpArgs) -> anyhow::Result<ExitCode> {
     config.jobs.auto_background = !args.no_auto_background;
     config.jobs.auto_background_secs = args.auto_background_secs;
+    config.sessions.idle_close_secs = match args.idle_close_secs {
+        Some(secs) => secs,
+        None if config.sessions.idle_close_secs == 0 => DEFAULT_IDLE_CLOSE_SECS,
+        None => config.sessions.idle_close_secs,
+    };
     if config.jobs.background_hint == shellvisor::REFERENCE_BACKGROUND_HINT {
         config.jobs.background_hint = shellvisor_mcp::BACKGROUND_HINT.to_owned();
     }

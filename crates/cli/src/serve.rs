@@ -23,10 +23,12 @@ pub struct ServeArgs {
 }
 
 pub(crate) async fn serve(config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    // The socket first: a server that cannot listen starts nothing.
+    let listener = args.socket.as_deref().map(bind).transpose()?;
     let runtime = Runtime::start(config)
         .await
         .context("starting the runtime")?;
-    let Some(path) = args.socket else {
+    let (Some(path), Some(listener)) = (args.socket, listener) else {
         let options = ServeOptions {
             max_line_bytes: args.max_line_bytes,
             shutdown_on_eof: true,
@@ -36,7 +38,6 @@ pub(crate) async fn serve(config: Config, args: ServeArgs) -> anyhow::Result<Exi
             .context("serving JSON-RPC on stdio")?;
         return Ok(ExitCode::SUCCESS);
     };
-    let listener = bind(&path)?;
     let mut interrupt = tokio::signal::unix::signal(SignalKind::interrupt())?;
     let mut terminate = tokio::signal::unix::signal(SignalKind::terminate())?;
     let options = ServeOptions {
@@ -65,11 +66,36 @@ pub(crate) async fn serve(config: Config, args: ServeArgs) -> anyhow::Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-/// Binds the socket, readable and writable by this user only.
+/// Binds the socket, readable and writable by this user only. A socket
+/// left by a server that died (nothing answers on it) is replaced; one a
+/// live server listens on, or a path that is not a socket, is refused.
 fn bind(path: &std::path::Path) -> anyhow::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::FileTypeExt;
     use std::os::unix::fs::PermissionsExt;
-    let listener = tokio::net::UnixListener::bind(path)
-        .with_context(|| format!("binding {}", path.display()))?;
+    let listener = match tokio::net::UnixListener::bind(path) {
+        Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => {
+            let is_socket = std::fs::symlink_metadata(path)
+                .is_ok_and(|meta| meta.file_type().is_socket());
+            if !is_socket {
+                anyhow::bail!("{} exists and is not a socket; not replacing it", path.display());
+            }
+            match std::os::unix::net::UnixStream::connect(path) {
+                Ok(_) => anyhow::bail!(
+                    "another server is listening on {}; stop it or choose another --socket",
+                    path.display()
+                ),
+                Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    tracing::info!(socket = %path.display(), "replacing a stale socket nothing listens on");
+                    std::fs::remove_file(path)
+                        .with_context(|| format!("removing the stale socket {}", path.display()))?;
+                    tokio::net::UnixListener::bind(path)
+                }
+                Err(err) => Err(err),
+            }
+        }
+        other => other,
+    }
+    .with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("restricting {}", path.display()))?;
     Ok(listener)

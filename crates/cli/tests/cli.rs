@@ -133,3 +133,90 @@ fn run_pty_forwards_stdin_to_a_terminal_and_exits_with_the_status() {
     assert!(stdout.contains("hi bob\r\n"), "{stdout:?}");
     assert_eq!(output.status.code(), Some(3));
 }
+
+/// Sends one JSON-RPC request over the socket and returns the answer line.
+fn call_socket(path: &std::path::Path, request: &str) -> String {
+    use std::io::BufRead;
+    use std::io::Write;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let stream = loop {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(stream) => break stream,
+            Err(err) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no server on {path:?}: {err}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    };
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    (&stream).write_all(request.as_bytes()).unwrap();
+    (&stream).write_all(b"\n").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(&stream)
+        .read_line(&mut line)
+        .unwrap();
+    line
+}
+
+/// Defect 7: a socket left by a server that died is replaced; one a live
+/// server holds is refused, and that server keeps serving.
+#[test]
+fn serve_socket_replaces_a_stale_socket_and_refuses_a_live_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shellvisor.sock");
+    let request = r#"{"jsonrpc":"2.0","id":1,"method":"run","params":{"session_id":"s","request":{"command":"echo up"}}}"#;
+    let serve = || {
+        shellvisor()
+            .args(["serve", "--socket"])
+            .arg(&path)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = serve();
+    assert!(call_socket(&path, request).contains(r#""output":"up\n""#));
+    // A crash leaves the socket file behind.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(path.exists());
+
+    let mut second = serve();
+    assert!(
+        call_socket(&path, request).contains(r#""output":"up\n""#),
+        "the stale socket was not replaced"
+    );
+
+    let third = shellvisor()
+        .args(["serve", "--socket"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(third.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&third.stderr);
+    assert!(
+        stderr.contains("another server is listening on"),
+        "{stderr}"
+    );
+    assert!(
+        call_socket(&path, request).contains(r#""output":"up\n""#),
+        "the live server was disturbed"
+    );
+
+    let file = dir.path().join("not-a-socket");
+    std::fs::write(&file, "keep me").unwrap();
+    let refused = shellvisor()
+        .args(["serve", "--socket"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+
+    second.kill().unwrap();
+    second.wait().unwrap();
+}

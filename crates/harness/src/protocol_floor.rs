@@ -30,6 +30,8 @@ pub struct ProtocolPipe {
     // Dropping the guard kills the shell's group.
     _group: GroupGuard,
     _child: ChildProcess,
+    /// bash's own stdout and stderr (kept open: it writes nothing here).
+    _output: std::os::fd::OwnedFd,
     stdin: std::fs::File,
     status: std::fs::File,
     files: ShellFiles,
@@ -62,11 +64,13 @@ impl ProtocolPipe {
             group,
             stdin,
             status,
+            output,
         } = spawn_shell(&spec, &registry)?;
         let files = ShellFiles::create(dir.path())?;
         let mut pipe = Self {
             _group: group,
             _child: child,
+            _output: output,
             stdin: std::fs::File::from(stdin),
             status: std::fs::File::from(status),
             files,

@@ -8,14 +8,15 @@
 //! [`schema`] (`shellvisor schema`) and in `docs/protocol.md`.
 //!
 //! Errors: `-32700` unparsable JSON, `-32600` not a valid request (or a line
-//! over the size limit), `-32601` unknown method, `-32602` wrong params,
+//! over the size limit, answered with the request's `id` when its first or
+//! last bytes show it; see [`framing`]), `-32601` unknown method, `-32602` wrong params,
 //! `-32000` an error of the runtime, whose stable code is in
 //! `error.data.code` (`job_not_found`, `invalid_env_name`, ...). The server
 //! keeps serving after any of them.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod envelope;
-mod lines;
+pub mod framing;
 mod methods;
 mod server;
 

@@ -25,8 +25,8 @@ use crate::envelope::error_response;
 use crate::envelope::notification;
 use crate::envelope::parse_request;
 use crate::envelope::response;
-use crate::lines::Line;
-use crate::lines::LineReader;
+use crate::framing::Line;
+use crate::framing::LineReader;
 use crate::methods;
 use crate::methods::RuntimeInfo;
 
@@ -150,15 +150,16 @@ where
         while running.try_join_next().is_some() {}
         let line = match lines.next_line().await {
             Ok(Line::Eof) => break Ok(()),
-            Ok(Line::TooLong(len)) => {
+            Ok(Line::TooLong(oversized)) => {
                 let error = RpcError::new(
                     INVALID_REQUEST,
                     format!(
-                        "request too large: {len} bytes (limit {})",
-                        options.max_line_bytes
+                        "request too large: {} bytes (limit {})",
+                        oversized.len, options.max_line_bytes
                     ),
                 );
-                send(&outbox, error_response(Value::Null, error)).await;
+                let id = oversized.request_id().unwrap_or(Value::Null);
+                send(&outbox, error_response(id, error)).await;
                 continue;
             }
             Ok(Line::Text(line)) => line,

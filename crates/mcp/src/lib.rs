@@ -3,14 +3,18 @@
 //! [`serve_stdio`] serves one MCP connection on stdin/stdout until the client
 //! closes it, then shuts the runtime down (killing everything it started).
 //! Tools: `bash`, `job_output`, `job_wait`, `job_kill`, `job_list`,
-//! `write_stdin` and `pty_screen` (see [`tool_definitions`]). Shell sessions
+//! `write_stdin`, `pty_screen` and `session_close` (see [`tool_definitions`]). Shell sessions
 //! are keyed by the `session_id` argument (default: one per connection),
 //! never by transport state.
+//!
+//! A request over [`MAX_REQUEST_BYTES`] is answered with a JSON-RPC error
+//! (`-32600`) that carries its `id` when its first or last bytes show it.
 //!
 //! All `rmcp` types stay inside the `server` module, so the next major
 //! version of the SDK is a local change.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+mod framing;
 mod server;
 mod tools;
 
@@ -20,6 +24,7 @@ mod tools;
 /// file sets its own); the library's default names the reference tool's `job`.
 pub const BACKGROUND_HINT: &str = "Use job_wait (job_id {job_id}) to wait for it, job_output to read its output so far, job_kill to stop it; prefer to continue with another task in the meanwhile if it's not blocking.";
 
+pub use framing::MAX_REQUEST_BYTES;
 pub use server::McpOptions;
 pub use server::serve;
 pub use server::serve_stdio;

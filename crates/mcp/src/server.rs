@@ -28,6 +28,8 @@ use shellvisor::Runtime;
 use shellvisor::Session;
 use shellvisor::SessionEvent;
 
+use crate::framing;
+use crate::framing::MAX_REQUEST_BYTES;
 use crate::tools::BashArgs;
 use crate::tools::DEFAULT_OUTPUT_BYTES;
 use crate::tools::JobArgs;
@@ -39,6 +41,8 @@ use crate::tools::MAX_OUTPUT_BYTES;
 use crate::tools::OutputContent;
 use crate::tools::RunContent;
 use crate::tools::ScreenContent;
+use crate::tools::SessionCloseArgs;
+use crate::tools::SessionClosed;
 use crate::tools::WriteStdinArgs;
 use crate::tools::wait_timeout;
 use crate::tools::write_and_settle;
@@ -85,7 +89,11 @@ where
         runtime: runtime.clone(),
         options: Arc::new(options),
     };
-    let served = match server.serve(io).await {
+    let (read, write) = framing::bounded(io.0, io.1);
+    // The framing enforces the limit (and answers what is over it).
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(read, write)
+        .with_max_line_length(MAX_REQUEST_BYTES + 1);
+    let served = match server.serve(transport).await {
         Ok(running) => running
             .waiting()
             .await
@@ -148,6 +156,11 @@ fn tools() -> Vec<Tool> {
         tool::<JobArgs, ScreenContent>(
             "pty_screen",
             "The current screen of a terminal job, as a human would see it, with its state.",
+        ),
+        tool::<SessionCloseArgs, SessionClosed>(
+            "session_close",
+            "End a shell session when you are done with it: its shell and everything it started (background jobs, \
+             `server &`) end. Idle sessions are also closed after a while (see the server's configuration).",
         ),
     ]
 }
@@ -226,6 +239,7 @@ impl ShellServer {
             "job_list" => self.job_list(parse(arguments)?).await,
             "write_stdin" => self.write_stdin(parse(arguments)?).await,
             "pty_screen" => self.pty_screen(parse(arguments)?).await,
+            "session_close" => self.session_close(parse(arguments)?).await,
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool: {other}"),
@@ -300,6 +314,14 @@ impl ShellServer {
         let (state, screen) = write_and_settle(&session, &args).await?;
         let (structured, text) = ScreenContent::new(&JobId::new(args.job_id), state, &screen);
         Ok(tool_result((structured, text, false)))
+    }
+
+    async fn session_close(&self, args: SessionCloseArgs) -> shellvisor::Result<CallToolResult> {
+        let id = args
+            .session_id
+            .unwrap_or_else(|| self.options.default_session.clone());
+        self.runtime.close_session(id.as_str()).await;
+        Ok(tool_result(SessionClosed::new(id)))
     }
 
     async fn pty_screen(&self, args: JobArgs) -> shellvisor::Result<CallToolResult> {

@@ -43,8 +43,10 @@ pub(crate) struct BashArgs {
     /// Extra environment variables for this call only.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
-    /// Deadline in seconds (default 300; 0 disables; clamped to 1..3600).
-    #[serde(default)]
+    /// Deadline in seconds (default 300; 0 disables; clamped to 1..3600). A
+    /// fraction is rounded up to the next whole second (2.5 is 3).
+    #[serde(default, deserialize_with = "whole_seconds")]
+    #[schemars(with = "Option<f64>")]
     pub timeout: Option<u64>,
     /// Working directory for this call (it carries over, like `cd`).
     #[serde(default)]
@@ -79,6 +81,48 @@ impl BashArgs {
         request.rows = self.rows;
         request
     }
+}
+
+/// Seconds as JSON writes numbers: `10`, `10.0` and `9.5` (rounded up: a
+/// deadline is never shorter than asked) are accepted; a negative number
+/// is an error.
+fn whole_seconds<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    struct Seconds;
+    impl serde::de::Visitor<'_> for Seconds {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a number of seconds (0 or more)")
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v))
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            u64::try_from(v).map(Some).map_err(|_| {
+                E::custom(format!(
+                    "a number of seconds must not be negative (got {v})"
+                ))
+            })
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            if v.is_nan() || v < 0.0 {
+                return Err(E::custom(format!(
+                    "a number of seconds must not be negative (got {v})"
+                )));
+            }
+            // `as` saturates: anything past u64::MAX is clamped later anyway.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            Ok(Some(v.ceil() as u64))
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    deserializer.deserialize_any(Seconds)
 }
 
 /// Arguments naming one job.
@@ -118,8 +162,10 @@ pub(crate) struct JobWaitArgs {
     /// Its session (default: this connection's session).
     #[serde(default)]
     pub session_id: Option<String>,
-    /// Longest wait in seconds (default 30, at most 50).
-    #[serde(default)]
+    /// Longest wait in seconds (default 30, at most 50). A fraction is
+    /// rounded up to the next whole second.
+    #[serde(default, deserialize_with = "whole_seconds")]
+    #[schemars(with = "Option<f64>")]
     pub timeout: Option<u64>,
 }
 
@@ -178,7 +224,8 @@ pub(crate) struct RunContent {
     pub output_bytes: u64,
     /// The file holding the complete output, when it was saved.
     pub artifact_path: Option<String>,
-    /// The shell's working directory after the command.
+    /// The shell's working directory after the command (for a job still
+    /// running, and when the shell ended, the directory it started in).
     pub cwd: Option<String>,
     /// The job's state: `running`, `awaiting_input`, `completed`, `failed`,
     /// `timed_out` or `killed`.
@@ -227,6 +274,8 @@ impl RunContent {
                         status: "background".to_owned(),
                         job_id: job.job_id.to_string(),
                         session_id: session_id.to_owned(),
+                        output_bytes: job.output_bytes,
+                        cwd: Some(job.cwd.clone()),
                         state: state.to_owned(),
                         background_reason: reason,
                         ..Self::default()
@@ -319,6 +368,32 @@ pub(crate) struct JobEntry {
     pub output_bytes: u64,
     /// Wall time so far, in milliseconds.
     pub wall_time_ms: u64,
+}
+
+/// `session_close`: end a session.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SessionCloseArgs {
+    /// The session (default: this connection's session).
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// What `session_close` reports.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct SessionClosed {
+    /// The session that was closed (a later call with it starts afresh).
+    pub session_id: String,
+}
+
+impl SessionClosed {
+    pub(crate) fn new(session_id: String) -> (Self, String, bool) {
+        let text = format!(
+            "Session {session_id} closed: its shell and everything it started have ended. A later call with this \
+             session_id starts a fresh shell."
+        );
+        (Self { session_id }, text, false)
+    }
 }
 
 /// What `job_list` reports.
@@ -444,5 +519,35 @@ pub(crate) async fn write_and_settle(
             return Ok((state, screen));
         }
         tokio::time::sleep((deadline - now).min(Duration::from_millis(50))).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn timeout(value: serde_json::Value) -> Result<Option<u64>, String> {
+        serde_json::from_value::<BashArgs>(serde_json::json!({"command": "true", "timeout": value}))
+            .map(|args| args.timeout)
+            .map_err(|err| err.to_string())
+    }
+
+    #[test]
+    fn timeouts_are_whole_seconds_and_fractions_round_up() {
+        assert_eq!(timeout(serde_json::json!(10)), Ok(Some(10)));
+        assert_eq!(timeout(serde_json::json!(10.0)), Ok(Some(10)));
+        assert_eq!(timeout(serde_json::json!(2.5)), Ok(Some(3)));
+        assert_eq!(timeout(serde_json::json!(0.1)), Ok(Some(1)));
+        assert_eq!(timeout(serde_json::json!(0)), Ok(Some(0)));
+        assert_eq!(timeout(serde_json::json!(null)), Ok(None));
+        assert_eq!(timeout(serde_json::json!(1e300)), Ok(Some(u64::MAX)));
+        let negative = timeout(serde_json::json!(-1)).unwrap_err();
+        assert!(negative.contains("must not be negative"), "{negative}");
+        assert!(timeout(serde_json::json!("10")).is_err());
+        let absent: BashArgs =
+            serde_json::from_value(serde_json::json!({"command": "true"})).unwrap();
+        assert_eq!(absent.timeout, None);
     }
 }

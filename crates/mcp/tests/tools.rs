@@ -21,7 +21,8 @@ fn tool_list_snapshot() {
             "job_kill",
             "job_list",
             "write_stdin",
-            "pty_screen"
+            "pty_screen",
+            "session_close"
         ]
     );
     insta::assert_json_snapshot!(tools);

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::sanitize::sanitize;
+use crate::sanitize::sanitize_counting;
 
 /// A run's output rendered as text, with what it shows of the raw stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -23,20 +23,42 @@ pub struct RenderedOutput {
     pub elided_lines: u64,
     /// Total lines of the stream.
     pub total_lines: u64,
+    /// Lines shown cut at the column cap (the rest of each is left out).
+    pub cut_lines: u64,
+    /// The head's last shown line goes on past the elision.
+    pub head_partial: bool,
+    /// The tail's first shown line began before the elision.
+    pub tail_partial: bool,
 }
 
 impl RenderedOutput {
-    /// Whether part of the output is left out.
+    /// Whether part of the output is not in the body: bytes elided, or
+    /// lines cut at the column cap.
     pub fn truncated(&self) -> bool {
-        self.elided_bytes > 0
+        self.elided_bytes > 0 || self.cut_lines > 0
     }
 
     /// The notice pointing at the full output, for a truncated rendering, in
     /// the reference tool's words:
     /// `[Showing lines 1-H and T-Z of Z (50KB limit); N middle lines (S) elided. Read artifact://<id> for full output]`,
     /// or `[Showing lines T-Z of Z (50KB limit). Read artifact://<id> for full output]`
-    /// when no head is shown. `artifact` is the artifact id, or `Err(reason)`
-    /// when it could not be written; `inline_cap` is the cap in bytes.
+    /// when no head is shown. Where the elision cuts through a line, it says
+    /// which part of which line is left out instead of counting middle
+    /// lines; lines cut at the column cap are counted. `artifact` is the
+    /// artifact id, or `Err(reason)` when it could not be written;
+    /// `inline_cap` is the cap in bytes.
+    ///
+    /// ```
+    /// use shellvisor_output::render_output;
+    ///
+    /// // One 5,000-byte line: shown cut to 768 columns.
+    /// let out = render_output(&[b'x'; 5000], &[], 5000, 0, 768, 51200);
+    /// assert!(out.truncated());
+    /// assert_eq!(
+    ///     out.truncation_notice(Ok("job_1"), 51200).unwrap(),
+    ///     "[1 long line cut short (…). Read artifact://job_1 for full output]"
+    /// );
+    /// ```
     pub fn truncation_notice(
         &self,
         artifact: Result<&str, &str>,
@@ -45,24 +67,66 @@ impl RenderedOutput {
         if !self.truncated() {
             return None;
         }
-        let tail_lines = self.shown_lines - self.head_lines;
-        let first_tail_line = self.total_lines.saturating_sub(tail_lines) + 1;
-        let last = self.total_lines;
-        let limit = format_size(inline_cap as u64);
         let pointer = match artifact {
             Ok(id) => format!("Read artifact://{id} for full output"),
             Err(reason) => format!("Full output unavailable: {reason}"),
         };
-        Some(if self.head_lines == 0 {
-            format!("[Showing lines {first_tail_line}-{last} of {last} ({limit} limit). {pointer}]")
+        let cut = (self.cut_lines > 0).then(|| {
+            let lines = if self.cut_lines == 1 { "line" } else { "lines" };
+            format!("{} long {lines} cut short (…)", self.cut_lines)
+        });
+        if self.elided_bytes == 0 {
+            return Some(format!("[{}. {pointer}]", cut.unwrap_or_default()));
+        }
+        let cut = cut.map(|cut| format!("; {cut}")).unwrap_or_default();
+        let tail_lines = self.shown_lines - self.head_lines;
+        let first_tail_line = self.total_lines.saturating_sub(tail_lines) + 1;
+        let last = self.total_lines;
+        let limit = format_size(inline_cap as u64);
+        let size = format_size(self.elided_bytes);
+        if self.head_lines == 0 {
+            let part = if self.tail_partial {
+                format!("; {size} elided, with the start of line {first_tail_line}")
+            } else {
+                String::new()
+            };
+            return Some(format!(
+                "[Showing lines {first_tail_line}-{last} of {last} ({limit} limit){part}{cut}. {pointer}]"
+            ));
+        }
+        let what = if !self.head_partial && !self.tail_partial {
+            let lines = if self.elided_lines == 1 {
+                "line"
+            } else {
+                "lines"
+            };
+            format!("{} middle {lines} ({size}) elided", self.elided_lines)
+        } else if self.head_partial && self.tail_partial && self.head_lines == first_tail_line {
+            format!("{size} of line {first_tail_line} elided")
         } else {
-            format!(
-                "[Showing lines 1-{} and {first_tail_line}-{last} of {last} ({limit} limit); {} middle lines ({}) elided. {pointer}]",
-                self.head_lines,
-                self.elided_lines,
-                format_size(self.elided_bytes),
-            )
-        })
+            let mut parts = Vec::new();
+            if self.head_partial {
+                parts.push(format!("the rest of line {}", self.head_lines));
+            }
+            let first_whole = self.head_lines + 1;
+            let last_whole = first_tail_line.saturating_sub(1);
+            if last_whole >= first_whole {
+                let n = last_whole - first_whole + 1;
+                parts.push(if n == 1 {
+                    "1 whole line".to_owned()
+                } else {
+                    format!("{n} whole lines")
+                });
+            }
+            if self.tail_partial {
+                parts.push(format!("the start of line {first_tail_line}"));
+            }
+            format!("{size} elided: {}", parts.join(", "))
+        };
+        Some(format!(
+            "[Showing lines 1-{} and {first_tail_line}-{last} of {last} ({limit} limit); {what}{cut}. {pointer}]",
+            self.head_lines,
+        ))
     }
 }
 
@@ -101,8 +165,9 @@ pub fn render_output(
         (head, tail, tail_offset)
     };
     if contiguous && total <= inline_cap as u64 {
+        let (body, cut_lines) = sanitize_counting(head, max_columns);
         return RenderedOutput {
-            body: sanitize(head, max_columns),
+            body,
             shown_bytes: total,
             shown_lines: total_lines,
             head_lines: total_lines,
@@ -110,10 +175,16 @@ pub fn render_output(
             elided_bytes: 0,
             elided_lines: 0,
             total_lines,
+            cut_lines,
+            head_partial: false,
+            tail_partial: false,
         };
     }
     let head = &head[..head.len().min(inline_cap * 6 / 10)];
     let tail_keep = tail.len().min(inline_cap / 4);
+    // The byte before the shown tail, when it is held: a newline there means
+    // the tail starts a line.
+    let before_tail = (tail.len() > tail_keep).then(|| tail[tail.len() - tail_keep - 1]);
     let tail_offset = tail_offset + (tail.len() - tail_keep) as u64;
     let tail = &tail[tail.len() - tail_keep..];
     let head_cut = match memchr::memrchr(b'\n', head) {
@@ -130,6 +201,9 @@ pub fn render_output(
             .count(),
     };
     let shown_tail = &tail[tail_start..];
+    let found_line_start = memchr::memchr(b'\n', tail).is_some_and(|pos| pos + 1 < tail.len());
+    let tail_partial = !shown_tail.is_empty() && !found_line_start && before_tail != Some(b'\n');
+    let head_partial = shown_head.last().is_some_and(|b| *b != b'\n');
     let head_newlines = memchr::memchr_iter(b'\n', shown_head).count() as u64;
     let tail_newlines = memchr::memchr_iter(b'\n', shown_tail).count() as u64;
     let head_lines = head_newlines + u64::from(shown_head.last().is_some_and(|b| *b != b'\n'));
@@ -138,7 +212,13 @@ pub fn render_output(
     let elided_bytes = shown_tail_offset - head_cut as u64;
     let elided_lines = total_newlines.saturating_sub(head_newlines + tail_newlines);
 
-    let mut body = sanitize(shown_head, max_columns);
+    let (mut body, head_cut_lines) = sanitize_counting(shown_head, max_columns);
+    // The head's last line, when the elision cuts through it, is all left
+    // out past what is shown: the elision says so, not the column cap too.
+    // (A partial first tail line cut at the cap hides its end: that counts.)
+    let head_last = body.rsplit('\n').next().unwrap_or("");
+    let partial_cuts =
+        u64::from(head_partial && head_last.ends_with('…') && head_last.len() + 3 >= max_columns);
     if !body.is_empty() && !body.ends_with('\n') {
         body.push('\n');
     }
@@ -147,7 +227,8 @@ pub fn render_output(
     } else {
         body.push_str(&format!("[…{elided_bytes}B elided…]\n"));
     }
-    body.push_str(&sanitize(shown_tail, max_columns));
+    let (tail_text, tail_cut_lines) = sanitize_counting(shown_tail, max_columns);
+    body.push_str(&tail_text);
     RenderedOutput {
         body,
         shown_bytes: head_cut as u64 + shown_tail.len() as u64,
@@ -157,6 +238,9 @@ pub fn render_output(
         elided_bytes,
         elided_lines,
         total_lines,
+        cut_lines: (head_cut_lines + tail_cut_lines).saturating_sub(partial_cuts),
+        head_partial,
+        tail_partial,
     }
 }
 
@@ -451,11 +535,109 @@ mod tests {
             elided_bytes: 90,
             elided_lines: 811,
             total_lines: 1204,
+            ..RenderedOutput::default()
         };
         assert_eq!(
             out.truncation_notice(Ok("job_1"), 51200).unwrap(),
             "[Showing lines 812-1204 of 1204 (50KB limit). Read artifact://job_1 for full output]"
         );
+    }
+
+    fn notice_of(bytes: &[u8]) -> String {
+        let mut buf = HeadTail::new(64 * 1024, 64 * 1024);
+        buf.push(bytes);
+        let out = render_output(
+            buf.head(),
+            &buf.tail_vec(),
+            buf.tail_offset(),
+            buf.newlines(),
+            768,
+            51200,
+        );
+        out.truncation_notice(Ok("job_1"), 51200).unwrap()
+    }
+
+    /// The notices the issue found contradicting themselves.
+    #[test]
+    fn notices_say_which_part_of_a_long_line_is_left_out() {
+        // A huge first line and a short second one.
+        let mut two = vec![b'x'; 4_900_000];
+        two.extend_from_slice(b"\nend\n");
+        assert_eq!(
+            notice_of(&two),
+            "[Showing lines 1-1 and 2-2 of 2 (50KB limit); 4.6MB elided: the rest of line 1. Read artifact://job_1 for full output]"
+        );
+        // A short line and a 60 KB last line.
+        let mut last = b"short\n".to_vec();
+        last.extend_from_slice(&[b'y'; 60_000]);
+        assert_eq!(
+            notice_of(&last),
+            "[Showing lines 1-1 and 2-2 of 2 (50KB limit); 47KB elided: the start of line 2; 1 long line cut short (…). Read artifact://job_1 for full output]"
+        );
+        // One line, cut in its middle.
+        assert_eq!(
+            notice_of(&[b'z'; 100_000]),
+            "[Showing lines 1-1 and 1-1 of 1 (50KB limit); 56KB of line 1 elided; 1 long line cut short (…). Read artifact://job_1 for full output]"
+        );
+        // Whole lines around a long one.
+        let mut mixed: Vec<u8> = (0..3).flat_map(|i| format!("{i}\n").into_bytes()).collect();
+        mixed.extend_from_slice(&[b'w'; 80_000]);
+        mixed.extend_from_slice(b"\nlast\n");
+        assert_eq!(
+            notice_of(&mixed),
+            "[Showing lines 1-3 and 5-5 of 5 (50KB limit); 1 middle line (79KB) elided. Read artifact://job_1 for full output]"
+        );
+    }
+
+    /// Whatever the output, the notice's line numbers are in order and
+    /// within the total, and no count of left-out lines is zero.
+    #[test]
+    fn notices_never_contradict_themselves() {
+        let shapes: Vec<Vec<u8>> = (0..40)
+            .map(|seed: usize| {
+                let mut bytes = Vec::new();
+                let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+                while bytes.len() < 120_000 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let len = match x % 4 {
+                        0 => x % 10,
+                        1 => x % 1_000,
+                        2 => x % 30_000,
+                        _ => x % 200,
+                    };
+                    bytes.extend(std::iter::repeat_n(b'a', len));
+                    bytes.push(b'\n');
+                }
+                if seed % 2 == 1 {
+                    bytes.pop();
+                }
+                bytes
+            })
+            .collect();
+        for bytes in shapes {
+            let notice = notice_of(&bytes);
+            assert!(
+                !notice.contains(" 0 middle lines") && !notice.contains(" 0 whole"),
+                "{notice}"
+            );
+            let numbers: Vec<u64> = notice
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .take(5)
+                .map(|s| s.parse().unwrap())
+                .collect();
+            // 1, head, first tail, last, total.
+            let [one, head, first, last, total] = numbers[..] else {
+                panic!("{notice}")
+            };
+            assert_eq!((one, last), (1, total), "{notice}");
+            assert!(head <= first && first <= last, "{notice}");
+            if notice.contains("middle line") {
+                assert!(first > head + 1, "{notice}");
+            }
+        }
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct Sanitizer {
     line: Vec<char>,
     cursor: usize,
     line_overflow: bool,
+    /// Lines emitted cut at the column cap.
+    cut_lines: u64,
     out: String,
 }
 
@@ -64,8 +66,14 @@ impl Sanitizer {
             line: Vec::new(),
             cursor: 0,
             line_overflow: false,
+            cut_lines: 0,
             out: String::new(),
         }
+    }
+
+    /// How many lines emitted so far were cut at the column cap.
+    pub fn cut_lines(&self) -> u64 {
+        self.cut_lines
     }
 
     /// Consumes raw bytes; returns the text of the lines they completed.
@@ -237,6 +245,7 @@ impl Sanitizer {
             }
             self.out.truncate(cut);
             self.out.push(ELLIPSIS);
+            self.cut_lines += 1;
         }
         self.line.clear();
         self.cursor = 0;
@@ -246,10 +255,15 @@ impl Sanitizer {
 
 /// Sanitizes a whole byte string at once (see [`Sanitizer`]).
 pub fn sanitize(bytes: &[u8], max_columns: usize) -> String {
+    sanitize_counting(bytes, max_columns).0
+}
+
+/// [`sanitize`], and how many lines it cut at the column cap.
+pub(crate) fn sanitize_counting(bytes: &[u8], max_columns: usize) -> (String, u64) {
     let mut sanitizer = Sanitizer::new(max_columns);
     let mut text = sanitizer.push(bytes);
     text.push_str(&sanitizer.finish());
-    text
+    (text, sanitizer.cut_lines())
 }
 
 #[cfg(test)]

@@ -25,11 +25,19 @@ mod env;
 mod env_effect;
 mod interceptor;
 mod plan;
+mod shell_text;
 mod timeout;
 mod urls;
 
+/// Log targets of the bash parser this crate uses (`brush-parser`): at
+/// debug level they carry the text of the commands it reads. A host that
+/// logs at debug should turn them off (`tokenize=off,parse=off,expansion=off,arithmetic=off`), as the
+/// `shellvisor` binary does; this crate's own logs never carry command text.
+pub const QUIET_LOG_TARGETS: &[&str] = &["tokenize", "parse", "expansion", "arithmetic"];
+
 pub use beneath::BeneathError;
 pub use beneath::resolve_beneath;
+pub use cd_rewrite::LeadingCd;
 pub use cd_rewrite::rewrite_leading_cd;
 pub use cwd::resolve_cwd;
 pub use env::NON_INTERACTIVE_ENV;

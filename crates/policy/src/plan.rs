@@ -35,6 +35,9 @@ pub struct RunPlan {
     pub label: String,
     /// Directory to `cd` into first.
     pub cwd: Option<PathBuf>,
+    /// The session's working directory when the run was planned (where it
+    /// starts when it names no `cwd`).
+    pub session_cwd: PathBuf,
     /// Variables for this call only (URLs in their values expanded).
     pub env: Vec<(String, String)>,
     /// The deadline.
@@ -42,6 +45,13 @@ pub struct RunPlan {
     /// Notices decided while planning (timeout clamping); the Session adds
     /// its own (a terminal fallback).
     pub notices: Vec<String>,
+}
+
+impl RunPlan {
+    /// The directory the run starts in.
+    pub fn start_dir(&self) -> &Path {
+        self.cwd.as_deref().unwrap_or(&self.session_cwd)
+    }
 }
 
 /// What planning reads besides the request.
@@ -57,6 +67,9 @@ pub struct PlanContext<'a> {
     pub session_cwd: &'a Path,
     /// The home directory, for `~` in `cwd`.
     pub home: Option<&'a Path>,
+    /// The session exports `CDPATH` (then bash would search it for a bare
+    /// relative `cd`, which the rewrite leaves to bash).
+    pub cdpath: bool,
 }
 
 /// Validates and shapes `request`, in the reference tool's order: env
@@ -77,6 +90,7 @@ pub struct PlanContext<'a> {
 ///     urls: UrlContext { local_root: Path::new("/tmp/l"), artifacts_dir: Path::new("/tmp/a"), resolvers: &[] },
 ///     session_cwd: Path::new("/"),
 ///     home: None,
+///     cdpath: false,
 /// };
 /// let planned = plan(&RunRequest::new("cd /tmp && ls").timeout_secs(7200), &ctx).unwrap();
 /// assert_eq!(planned.command, "ls");
@@ -97,11 +111,13 @@ pub fn plan(request: &RunRequest, ctx: &PlanContext<'_>) -> Result<RunPlan> {
     let mut stripped = None;
     if cwd.is_none()
         && policy.cd_rewrite
-        && let Some((dir, rest)) = rewrite_leading_cd(&command)
+        && let Some(cd) = rewrite_leading_cd(&command)
+        && !(cd.searches_cdpath && ctx.cdpath)
+        && enterable(&cd.dir, ctx)
     {
-        cwd = Some(dir);
-        stripped = Some(rest.clone());
-        command = rest;
+        cwd = Some(cd.dir);
+        stripped = Some(cd.rest.clone());
+        command = cd.rest;
     }
     if request.run_async && !ctx.config.jobs.async_enabled {
         return Err(Error::InvalidRequest {
@@ -143,10 +159,25 @@ pub fn plan(request: &RunRequest, ctx: &PlanContext<'_>) -> Result<RunPlan> {
         label: job_label(&request.command),
         command,
         cwd,
+        session_cwd: ctx.session_cwd.to_path_buf(),
         env,
         timeout,
         notices,
     })
+}
+
+/// Whether bash's `cd` into `dir` would succeed: it exists, is a directory
+/// we may enter. A `cd` that would fail is left to bash, so that it fails
+/// there (and `cd /x && a || b` runs `b`).
+fn enterable(dir: &str, ctx: &PlanContext<'_>) -> bool {
+    let expanded = if dir.contains("://") || dir.contains("local:/") {
+        expand_internal_urls(dir, &ctx.urls, UrlTarget::Cwd)
+    } else {
+        dir.to_owned()
+    };
+    unresolved_scheme(&expanded).is_ok()
+        && resolve_cwd(&expanded, ctx.session_cwd, ctx.home)
+            .is_ok_and(|path| rustix::fs::access(&path, rustix::fs::Access::EXEC_OK).is_ok())
 }
 
 /// A job's label: the command, or its first 117 characters and `...` when it
@@ -195,6 +226,7 @@ mod tests {
         interceptor: Option<Interceptor>,
         dir: tempfile::TempDir,
         resolvers: Vec<Arc<dyn UrlResolver>>,
+        cdpath: bool,
     }
 
     impl Fixture {
@@ -204,6 +236,7 @@ mod tests {
                 interceptor: None,
                 dir: tempfile::tempdir().unwrap(),
                 resolvers: Vec::new(),
+                cdpath: false,
             }
         }
 
@@ -220,6 +253,7 @@ mod tests {
                 },
                 session_cwd: self.dir.path(),
                 home: Some(Path::new("/root")),
+                cdpath: self.cdpath,
             };
             plan(request, &ctx)
         }
@@ -287,6 +321,27 @@ mod tests {
         let planned = fixture.plan(&RunRequest::new("cd / && ls")).unwrap();
         assert_eq!(planned.command, "cd / && ls");
         assert_eq!(planned.cwd, None);
+    }
+
+    #[test]
+    fn a_cd_bash_would_fail_or_read_differently_is_left_to_bash() {
+        let mut fixture = Fixture::new();
+        std::fs::create_dir(fixture.dir.path().join("sub")).unwrap();
+        for command in [
+            "cd /nonexistent && echo yes || echo fallback",
+            "cd -P /usr && pwd",
+            "cd /us* && pwd",
+            "cd ~root && pwd",
+        ] {
+            let planned = fixture.plan(&RunRequest::new(command)).unwrap();
+            assert_eq!(planned.command, command, "left as written");
+            assert_eq!(planned.cwd, None);
+        }
+        fixture.cdpath = true;
+        let planned = fixture.plan(&RunRequest::new("cd sub && ls")).unwrap();
+        assert_eq!(planned.command, "cd sub && ls", "CDPATH could apply");
+        let planned = fixture.plan(&RunRequest::new("cd ./sub && ls")).unwrap();
+        assert_eq!(planned.command, "ls", "CDPATH does not apply to ./sub");
     }
 
     #[test]

@@ -4,19 +4,34 @@
 //! `artifact://<job id>` (a job's saved output) or a host scheme such as
 //! `skill://name/file` (through a [`UrlResolver`] the host provides). Before a
 //! command runs they are replaced by filesystem paths: shell-quoted in the
-//! command, raw in env values and cwd. A URL is a token: bare (it ends at
-//! whitespace, a quote, `)`, a backtick or `\`) or a whole quoted string
-//! (`'local://a b'`). A URL inside a larger quoted string is left alone, and so
-//! is one that does not resolve (as in the reference tool).
+//! command, raw in env values and cwd.
+//!
+//! In a command, URLs are found where bash reads words (a real bash
+//! tokenizer, see `shell_text`): a URL is the unquoted text of a word from
+//! its start, or from just after an `=` (`x=local://f`, `--out=local://f`),
+//! to where that text ends (an operator such as `;`, `|`, `&&`, `>` or `)`,
+//! a blank, a quote, an escape or an expansion: `local://d/$name` becomes the
+//! quoted path followed by `$name`); or a whole quoted word part
+//! (`'local://a b'`, `"local://c"`). URLs inside `$(...)` are found the same
+//! way. A URL inside a larger quoted string, in a here-document, or that
+//! does not resolve is left alone (as in the reference tool), and so is a
+//! command bash itself could not read (an unterminated quote).
 
 use std::fmt;
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use std::ops::Range;
+
+use brush_parser::word::WordPiece;
+use brush_parser::word::WordPieceWithSource;
+
 use crate::beneath::BeneathError;
 use crate::beneath::percent_decode;
 use crate::beneath::resolve_beneath;
+use crate::shell_text::Tok;
+use crate::shell_text::tokens;
 
 /// The schemes the reference tool recognises.
 pub const INTERNAL_SCHEMES: [&str; 7] = [
@@ -60,6 +75,129 @@ pub struct UrlContext<'a> {
 
 /// Replaces the internal URLs in `text`.
 pub fn expand_internal_urls(text: &str, ctx: &UrlContext<'_>, target: UrlTarget) -> String {
+    match target {
+        UrlTarget::Command => expand_in_command(text, ctx),
+        UrlTarget::EnvValue | UrlTarget::Cwd => expand_in_value(text, ctx, target),
+    }
+}
+
+/// URLs in shell text, on bash's word boundaries.
+fn expand_in_command(command: &str, ctx: &UrlContext<'_>) -> String {
+    if !command.contains(':') {
+        return command.to_owned();
+    }
+    let Some(tokens) = tokens(command) else {
+        return command.to_owned();
+    };
+    let mut edits: Vec<(Range<usize>, String)> = Vec::new();
+    for token in tokens {
+        if let Tok::Word { range, pieces } = token {
+            word_edits(command, range.start, &pieces, ctx, &mut edits);
+        }
+    }
+    if edits.is_empty() {
+        return command.to_owned();
+    }
+    let mut out = String::with_capacity(command.len() + 64 * edits.len());
+    let mut copied = 0;
+    for (range, replacement) in edits {
+        out.push_str(&command[copied..range.start]);
+        out.push_str(&replacement);
+        copied = range.end;
+    }
+    out.push_str(&command[copied..]);
+    out
+}
+
+/// The replacements in one word (its pieces start at `base` in `command`).
+fn word_edits(
+    command: &str,
+    base: usize,
+    pieces: &[WordPieceWithSource],
+    ctx: &UrlContext<'_>,
+    edits: &mut Vec<(Range<usize>, String)>,
+) {
+    for (index, piece) in pieces.iter().enumerate() {
+        let range = base + piece.start_index..base + piece.end_index;
+        match &piece.piece {
+            WordPiece::Text(text) => {
+                // A URL starts the word, or follows an `=` in its text.
+                let starts = std::iter::once(0)
+                    .filter(|_| index == 0)
+                    .chain(text.match_indices('=').map(|(at, _)| at + 1));
+                for start in starts {
+                    let url = &text[start..];
+                    if split_url(url).is_some()
+                        && let Some(path) = resolve_for_command(url, ctx)
+                    {
+                        edits.push((range.start + start..range.end, quoted(&path)));
+                        break;
+                    }
+                }
+            }
+            WordPiece::SingleQuotedText(text) => {
+                if split_url(text).is_some()
+                    && let Some(path) = resolve_for_command(text, ctx)
+                {
+                    edits.push((range, quoted(&path)));
+                }
+            }
+            WordPiece::DoubleQuotedSequence(inner) => {
+                if let [only] = inner.as_slice()
+                    && let WordPiece::Text(text) = &only.piece
+                    && split_url(text).is_some()
+                    && let Some(path) = resolve_for_command(text, ctx)
+                {
+                    edits.push((range, quoted(&path)));
+                }
+            }
+            WordPiece::CommandSubstitution(inner) => {
+                // `$(` inner `)`: the inner command, expanded the same way.
+                let source = command.get(range.clone()).unwrap_or("");
+                if source.starts_with("$(")
+                    && source.ends_with(')')
+                    && source.len() == inner.len() + 3
+                {
+                    let expanded = expand_in_command(inner, ctx);
+                    if expanded != *inner {
+                        edits.push((range.start + 2..range.end - 1, expanded));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn resolve_for_command(url: &str, ctx: &UrlContext<'_>) -> Option<String> {
+    match resolve_internal_url(url, ctx, true) {
+        Ok(path) => {
+            let mut path = path.to_string_lossy().into_owned();
+            // `local://d/$name` is the directory's path, its slash, then `$name`.
+            if url.ends_with('/') && !path.ends_with('/') {
+                path.push('/');
+            }
+            Some(path)
+        }
+        Err(_) => {
+            tracing::debug!(
+                scheme = url.split(':').next().unwrap_or(""),
+                "internal URL left as written"
+            );
+            None
+        }
+    }
+}
+
+fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    push_quoted(&mut out, text);
+    out
+}
+
+/// URLs in an env value or a cwd (not shell text): bare or whole quoted
+/// tokens, as the reference tool finds them.
+fn expand_in_value(text: &str, ctx: &UrlContext<'_>, target: UrlTarget) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
@@ -322,10 +460,40 @@ mod tests {
             expand("local://it%27s", UrlTarget::Command),
             format!("'{local}/it'\\''s'")
         );
-        // A bare token ends at a quote (the reference's rule).
+        // Text bash cannot read (an unterminated quote) is left to bash.
+        assert_eq!(expand("local://it's", UrlTarget::Command), "local://it's");
+        // Words end where bash ends them: at operators, blanks and quotes.
         assert_eq!(
-            expand("local://it's", UrlTarget::Command),
-            format!("'{local}/it''s")
+            expand("echo ok > local://f.txt; echo next", UrlTarget::Command),
+            format!("echo ok > '{local}/f.txt'; echo next")
+        );
+        assert_eq!(
+            expand("cat local://f.txt|tr a-z A-Z&&echo ok", UrlTarget::Command),
+            format!("cat '{local}/f.txt'|tr a-z A-Z&&echo ok")
+        );
+        assert_eq!(
+            expand("x=local://f.txt; cat --in=local://g $x", UrlTarget::Command),
+            format!("x='{local}/f.txt'; cat --in='{local}/g' $x")
+        );
+        assert_eq!(
+            expand(
+                "for f in local://f.txt; do cat \"$f\"; done",
+                UrlTarget::Command
+            ),
+            format!("for f in '{local}/f.txt'; do cat \"$f\"; done")
+        );
+        assert_eq!(
+            expand("cat local://d/$name local://my\\ file", UrlTarget::Command),
+            format!("cat '{local}/d/'$name '{local}/my'\\ file")
+        );
+        assert_eq!(
+            expand("wc $(cat local://list)", UrlTarget::Command),
+            format!("wc $(cat '{local}/list')")
+        );
+        assert_eq!(
+            expand("cat <<EOF\nlocal://data\nEOF", UrlTarget::Command),
+            "cat <<EOF\nlocal://data\nEOF",
+            "a here-document's body is data"
         );
         assert_eq!(
             expand("local://dir/f", UrlTarget::EnvValue),
@@ -473,11 +641,13 @@ mod tests {
             );
             let expected = fx.local.join(&name);
             prop_assert_eq!(bash_printf(&command), expected.to_string_lossy().as_bytes().to_vec());
-            // A bare token with shell syntax in it stays data too.
-            let hostile = format!("local://x;touch${{IFS}}{}", canary.display());
-            let command = expand_internal_urls(&format!("printf %s {hostile}"), &fx.ctx(), UrlTarget::Command);
-            bash_printf(&command);
-            prop_assert!(!canary.exists(), "the canary ran: {}", command);
+            prop_assert!(!canary.exists(), "the name ran as code: {}", command);
+            // Shell syntax after a URL is read by bash, not swallowed: the
+            // URL ends at `;` and the rest is left exactly as written.
+            let after = format!("printf %s local://x;echo {}", name.replace('\'', ""));
+            let command = expand_internal_urls(&after, &fx.ctx(), UrlTarget::Command);
+            let suffix = &after["printf %s local://x".len()..];
+            prop_assert!(command.ends_with(suffix), "{} does not end with {}", command, suffix);
             let _ = injected;
         }
     }

@@ -20,7 +20,8 @@
 //!   them with the same containment, and "waiting for input" detection.
 //! - [`script`], [`StatusParser`], [`parse_exported_env`]: the shell protocol
 //!   (wrapper scripts, nonce-tagged status and environment records, `export -p`
-//!   snapshots).
+//!   snapshots); [`StdinProbe`]: whether a shell waits for its next line
+//!   (its wrapper did not finish).
 //!
 //! Linux only (pidfd needs Linux 5.3).
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
@@ -44,6 +45,7 @@ mod shell_io;
 mod shell_spawn;
 mod spawner_thread;
 mod status;
+mod stdin_probe;
 
 pub use child::ChildProcess;
 pub use child::ExitInfo;
@@ -73,3 +75,4 @@ pub use status::EnvRecord;
 pub use status::ShellRecord;
 pub use status::StatusParser;
 pub use status::StatusRecord;
+pub use stdin_probe::StdinProbe;

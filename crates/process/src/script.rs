@@ -14,7 +14,7 @@
 //!
 //! ```text
 //! S <nonce> NUL <exit status> NUL <$PWD> NUL        (the run is over)
-//! E <nonce> NUL <export -p output> NUL              (the exported environment)
+//! E <nonce> NUL <export -p> NUL <functions> NUL <aliases> NUL <traps> NUL <disabled builtins> NUL
 //! ```
 //!
 //! The status record comes first so a caller never waits for the environment
@@ -25,6 +25,12 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+/// The builtins the wrapper and the run line call: a shell in which a
+/// command disabled one (`enable -n .`) cannot run the next command.
+pub const WRAPPER_BUILTINS: &[&str] = &[
+    ".", "builtin", "cd", "compgen", "enable", "export", "printf", "set", "shopt", "trap", "unset",
+];
 
 /// The shell's file descriptor for the status channel.
 pub const STATUS_FD: i32 = 62;
@@ -66,7 +72,8 @@ pub fn source_line(path: &Path) -> Vec<u8> {
 
 /// Appends the writer of the status record for `nonce` (reporting
 /// `$__shv_rc`) and, when `env_record`, of the environment record: `export -p`,
-/// the function names, whether aliases expand, and the DEBUG/RETURN/ERR traps.
+/// the function names, whether aliases expand, the DEBUG/RETURN/ERR traps, and
+/// the builtins a command disabled (`enable -n`).
 fn push_records(out: &mut Vec<u8>, nonce: &str, env_record: bool) {
     out.extend_from_slice(b"\\builtin printf 'S%s\\0%s\\0%s\\0' ");
     push_quoted(out, nonce.as_bytes());
@@ -77,7 +84,8 @@ fn push_records(out: &mut Vec<u8>, nonce: &str, env_record: bool) {
         out.extend_from_slice(
             b"; \\builtin export -p; \\builtin printf '\\0'; \\builtin compgen -A function; \
               \\builtin printf '\\0'; \\builtin shopt -q expand_aliases && \\builtin printf a; \
-              \\builtin printf '\\0'; \\builtin trap -p DEBUG RETURN ERR; \\builtin printf '\\0'; } >&62\n",
+              \\builtin printf '\\0'; \\builtin trap -p DEBUG RETURN ERR; \\builtin printf '\\0'; \
+              \\builtin enable -n; \\builtin printf '\\0'; } >&62\n",
         );
     }
     out.extend_from_slice(b"\\builtin unset -v __shv_rc\n");

@@ -93,6 +93,12 @@ impl ShellFiles {
         self.wrapper.rewrite(&wrapper.render())
     }
 
+    /// The files bash reads for a run: the command file and the wrapper (its
+    /// error messages name them).
+    pub fn script_paths(&self) -> [&Path; 2] {
+        [&self.command_path, &self.wrapper_path]
+    }
+
     /// Where the run's output FIFO goes.
     pub fn fifo_path(&self) -> &Path {
         &self.fifo_path

@@ -48,13 +48,16 @@ pub struct SpawnedShell {
     pub stdin: OwnedFd,
     /// Read end of its status channel (fd 62 in the shell).
     pub status: OwnedFd,
+    /// Read end of bash's own stdout and stderr: what it writes outside any
+    /// run's redirections (an EXIT trap as it exits, its own errors).
+    pub output: OwnedFd,
 }
 
 /// Starts `bash --noprofile --norc` as the leader of a new session and process
 /// group, with `PR_SET_PDEATHSIG=SIGKILL`, stdin a pipe, stdout and stderr
-/// `/dev/null` (each command redirects its own output), the write end of the
-/// status pipe on fd 62, and no other descriptor inherited from the runtime's
-/// process.
+/// one more pipe (each run redirects its own output; this one carries what
+/// bash writes outside runs), the write end of the status pipe on fd 62, and
+/// no other descriptor inherited from the runtime's process.
 ///
 /// Call it on the [`crate::Spawner`] thread so the death signal is tied to the runtime.
 ///
@@ -65,20 +68,20 @@ pub fn spawn_shell(
     registry: &Arc<ProcessRegistry>,
 ) -> io::Result<SpawnedShell> {
     let (status_read, status_write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
+    let (output_read, output_write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
     if let Some(place) = spec.containment.as_ref().map(SessionContainment::place) {
         let (stdin_read, stdin_write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
-        let null = rustix::fs::open(
-            "/dev/null",
-            rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )?;
         let args = [OsString::from("--noprofile"), OsString::from("--norc")];
         let launch = Launch {
             program: &spec.program,
             args: &args,
             env: &spec.env,
             cwd: &spec.cwd,
-            stdio: [stdin_read.as_raw_fd(), null.as_raw_fd(), null.as_raw_fd()],
+            stdio: [
+                stdin_read.as_raw_fd(),
+                output_write.as_raw_fd(),
+                output_write.as_raw_fd(),
+            ],
             setup: ChildSetup::Shell {
                 status_fd: status_write.as_raw_fd(),
             },
@@ -92,8 +95,11 @@ pub fn spawn_shell(
                 return spawned_shell(
                     pid,
                     ChildProcess::from_pidfd(watched, pidfd),
-                    stdin_write,
-                    status_read,
+                    ShellPipes {
+                        stdin: stdin_write,
+                        status: status_read,
+                        output: output_read,
+                    },
                     registry,
                 );
             }
@@ -111,8 +117,8 @@ pub fn spawn_shell(
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.cwd)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stdout(Stdio::from(output_write.try_clone()?))
+        .stderr(Stdio::from(output_write));
     install_child_setup(
         &mut command,
         ChildSetup::Shell {
@@ -129,14 +135,25 @@ pub fn spawn_shell(
         .ok_or_else(|| io::Error::other("shell stdin was not captured"))?;
     let pid = i32::try_from(child.id()).map_err(|_| io::Error::other("pid out of range"))?;
     // `child` (std) never reaps on drop; ChildProcess takes over exit watching.
-    spawned_shell(pid, ChildProcess::new(pid)?, stdin, status_read, registry)
+    let pipes = ShellPipes {
+        stdin,
+        status: status_read,
+        output: output_read,
+    };
+    spawned_shell(pid, ChildProcess::new(pid)?, pipes, registry)
+}
+
+/// The runtime's ends of a shell's pipes.
+struct ShellPipes {
+    stdin: OwnedFd,
+    status: OwnedFd,
+    output: OwnedFd,
 }
 
 fn spawned_shell(
     pid: i32,
     process: ChildProcess,
-    stdin: OwnedFd,
-    status: OwnedFd,
+    pipes: ShellPipes,
     registry: &Arc<ProcessRegistry>,
 ) -> io::Result<SpawnedShell> {
     let group = ProcessGroupId::new(pid)
@@ -144,8 +161,9 @@ fn spawned_shell(
     Ok(SpawnedShell {
         child: process,
         group: GroupGuard::new(group, Arc::clone(registry)),
-        stdin,
-        status,
+        stdin: pipes.stdin,
+        status: pipes.status,
+        output: pipes.output,
     })
 }
 

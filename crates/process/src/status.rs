@@ -44,6 +44,8 @@ pub struct EnvRecord {
     pub aliases: bool,
     /// Whether a DEBUG, RETURN or ERR trap is set.
     pub traps: bool,
+    /// Builtins a command disabled (`enable -n NAME`).
+    pub disabled: Vec<String>,
 }
 
 /// Splits the status channel's byte stream into [`ShellRecord`]s.
@@ -72,7 +74,7 @@ impl StatusParser {
             let fields = match self.buf.get(start) {
                 None => break,
                 Some(b'S') => 3,
-                Some(b'E') => 5,
+                Some(b'E') => 6,
                 Some(_) => {
                     return Err("bytes that are not a record on the status channel".to_owned());
                 }
@@ -100,6 +102,11 @@ impl StatusParser {
                         .collect(),
                     aliases: ends[3] > ends[2] + 1,
                     traps: ends[4] > ends[3] + 1,
+                    disabled: String::from_utf8_lossy(&body[ends[4] + 1..ends[5]])
+                        .lines()
+                        .filter_map(|line| line.strip_prefix("enable -n "))
+                        .map(str::to_owned)
+                        .collect(),
                 }),
             });
             start += 1 + ends[fields - 1] + 1;
@@ -115,8 +122,8 @@ impl StatusParser {
 }
 
 /// Positions of the first `count` NULs in `bytes`, if there are that many.
-fn field_ends(bytes: &[u8], count: usize) -> Option<[usize; 5]> {
-    let mut ends = [0usize; 5];
+fn field_ends(bytes: &[u8], count: usize) -> Option<[usize; 6]> {
+    let mut ends = [0usize; 6];
     let mut from = 0;
     for end in ends.iter_mut().take(count) {
         let pos = memchr::memchr(0, &bytes[from..])?;
@@ -132,7 +139,7 @@ mod tests {
 
     #[test]
     fn parses_records_split_anywhere() {
-        let stream = b"Sn1\x000\x00/tmp\x00En1\x00declare -x A=\"1\"\n\x00f\ng\n\x00a\x00\x00Sn2\x00127\x00/\x00";
+        let stream = b"Sn1\x000\x00/tmp\x00En1\x00declare -x A=\"1\"\n\x00f\ng\n\x00a\x00\x00enable -n printf\nenable -n .\n\x00Sn2\x00127\x00/\x00";
         for split in 0..stream.len() {
             let mut parser = StatusParser::new();
             let mut records = parser.push(&stream[..split]).unwrap();
@@ -151,6 +158,7 @@ mod tests {
                         functions: vec!["f".into(), "g".into()],
                         aliases: true,
                         traps: false,
+                        disabled: vec!["printf".into(), ".".into()],
                     }),
                     ShellRecord::Status(StatusRecord {
                         nonce: "n2".into(),

@@ -26,6 +26,8 @@ pub struct Config {
     pub policy: PolicyConfig,
     /// Job retention.
     pub jobs: JobsConfig,
+    /// Session lifetime.
+    pub sessions: SessionsConfig,
     /// Runs on a pseudo-terminal.
     pub pty: PtyConfig,
     /// Process containment beyond process groups.
@@ -274,6 +276,25 @@ impl Default for JobsConfig {
             child_poll_ms: 1000,
             background_hint: REFERENCE_BACKGROUND_HINT.to_owned(),
         }
+    }
+}
+
+/// How long sessions live.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// Close a session that has had no call for this many seconds while no
+    /// job of it runs and its shells hold no processes that commands left
+    /// running (`server &`); its shell ends and a later call opens it afresh.
+    /// `0` (the library's default) never closes one; `shellvisor mcp`
+    /// closes idle sessions after 30 minutes unless this is set.
+    pub idle_close_secs: u64,
+}
+
+impl SessionsConfig {
+    /// The idle limit, if sessions are closed when idle.
+    pub fn idle_close(&self) -> Option<Duration> {
+        (self.idle_close_secs > 0).then(|| Duration::from_secs(self.idle_close_secs))
     }
 }
 

@@ -32,6 +32,7 @@ pub use config::PolicyConfig;
 pub use config::PtyConfig;
 pub use config::REFERENCE_BACKGROUND_HINT;
 pub use config::RestartConfig;
+pub use config::SessionsConfig;
 pub use config::ShellConfig;
 pub use config::TimeoutConfig;
 pub use error::Error;

@@ -57,6 +57,10 @@ pub struct BackgroundedRun {
     pub reason: BackgroundReason,
     /// The output so far, rendered (empty for an explicit async start).
     pub preview: String,
+    /// Raw bytes of output so far (what `preview` ends with).
+    pub output_bytes: u64,
+    /// The directory the run started in.
+    pub cwd: String,
     /// The job's deadline.
     pub timeout: TimeoutInfo,
     /// The model-facing text: preview, notices, then
@@ -146,7 +150,10 @@ pub struct RunResult {
     pub timed_out: bool,
     /// The run was killed on request (a job kill or a cancelled call).
     pub killed: bool,
-    /// The shell's working directory when the command finished, if known.
+    /// The shell's working directory when the command finished; when the
+    /// shell reported none (it exited or was killed, or the run was on a
+    /// terminal), the directory the run started in. `None` only when a
+    /// completed run's shell had `PWD` unset.
     pub cwd: Option<String>,
     /// Wall-clock duration of the run in milliseconds.
     pub wall_time_ms: u64,

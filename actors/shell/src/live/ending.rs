@@ -40,6 +40,9 @@ const ALONE_CONFIRM: Duration = Duration::from_millis(50);
 const STATUS_CLOSED_GRACE: Duration = Duration::from_millis(100);
 /// How long the I/O task may take to say whether the run is still open.
 const KILL_ACK_DEADLINE: Duration = Duration::from_secs(10);
+/// How often a killed run whose bash has exited is checked for processes
+/// still alive.
+const RUN_GONE_POLL: Duration = Duration::from_millis(5);
 /// How long the KILL pass of a run may rescan for its processes.
 const KILL_ALL_DEADLINE: Duration = Duration::from_secs(1);
 
@@ -120,22 +123,55 @@ impl LiveShell {
         });
     }
 
-    /// The KILL pass of a run kill is done.
+    /// The run being killed is gone (its processes ended, or the KILL pass
+    /// is done): a run end held for it is reported now.
     pub(crate) fn run_killed(&mut self) {
         self.run_kill = None;
+        if let Some(end) = self.held_end.take() {
+            self.end_run(end);
+        }
     }
 
     /// bash exited: the run in progress, if any, ends (killed, if the
     /// runtime did it). Processes the shell's commands left running stay;
     /// the shell stops once they are gone, unless it is being stopped.
+    ///
+    /// During a run kill, bash usually dies first (it is signalled first):
+    /// the run ends only once what it started is gone too, so a kill that
+    /// returns has ended the whole run (at most the grace period later, when
+    /// the KILL pass takes what TERM did not).
     pub(crate) fn exited(&mut self, myself: &ActorRef<ShellMsg>, info: ExitInfo) {
         self.exited = Some(info);
         self.run = None;
         self.status_closed = None;
-        self.end_run(RunEnd::ShellExited {
+        let end = RunEnd::ShellExited {
             exit: info,
             killed: self.killed,
-        });
+        };
+        match &self.run_kill {
+            Some(kill) => {
+                self.held_end = Some(end);
+                let identity = kill.identity.clone();
+                let grace = self.kill_grace;
+                let myself = myself.clone();
+                tokio::task::spawn_blocking(move || {
+                    // What bash forked between the TERM scan and its death
+                    // (a kill right at the run's start) missed that TERM.
+                    identity.signal(Signal::Term);
+                    identity.signal(Signal::Cont);
+                    let until = std::time::Instant::now() + grace;
+                    while std::time::Instant::now() < until {
+                        if identity.live_processes().is_empty() {
+                            let _ = myself.cast(ShellMsg::RunKilled);
+                            return;
+                        }
+                        std::thread::sleep(RUN_GONE_POLL);
+                    }
+                    // The KILL pass after the grace ends it.
+                });
+            }
+            None => self.end_run(end),
+        }
         if self.stopping.is_none() {
             self.linger(myself, self.child_poll);
         }
@@ -167,6 +203,17 @@ impl LiveShell {
                 .filter(|pid| *pid != shell_pid)
                 .count();
             let _ = myself.cast(ShellMsg::ChildrenCounted(others));
+        });
+    }
+
+    /// Answers whether processes other than bash live in the group, off the
+    /// actor's thread.
+    pub(crate) fn report_occupied(&self, reply: ractor::RpcReplyPort<bool>) {
+        let group = self.group.group();
+        tokio::task::spawn_blocking(move || {
+            let shell_pid = group.as_raw();
+            let occupied = group.live_members().into_iter().any(|pid| pid != shell_pid);
+            let _ = reply.send(occupied);
         });
     }
 

@@ -1,0 +1,360 @@
+//! Newline-delimited JSON-RPC messages with a size limit, shared by the
+//! JSON-RPC server and the MCP server (MCP's stdio transport is the same
+//! framing).
+//!
+//! A line over the limit is never buffered whole: it is skipped up to its
+//! newline, keeping only its first and last few KiB, from which
+//! [`request_id`] recovers the request's `id` so the error answer reaches
+//! the caller that waits for it.
+
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio::io::AsyncRead;
+use tokio::io::BufReader;
+
+/// How much of an oversized line's start and end is kept to find its `id`.
+const KEPT_BYTES: usize = 4096;
+
+/// One line of input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A complete line (without its newline; a trailing `\r` is removed).
+    Text(Vec<u8>),
+    /// A line longer than the limit, skipped.
+    TooLong(Oversized),
+    /// End of input.
+    Eof,
+}
+
+/// What is kept of a line over the limit.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Oversized {
+    /// Its length in bytes.
+    pub len: usize,
+    /// Its first bytes.
+    pub head: Vec<u8>,
+    /// Its last bytes.
+    pub tail: Vec<u8>,
+}
+
+impl Oversized {
+    /// The request's `id`, when its start or end shows it.
+    pub fn request_id(&self) -> Option<Value> {
+        request_id(&self.head, &self.tail)
+    }
+}
+
+/// Splits a byte stream into lines of at most `max` bytes. A longer line is
+/// skipped up to its newline (never buffered whole) and reported.
+#[derive(Debug)]
+pub struct LineReader<R> {
+    reader: BufReader<R>,
+    max: usize,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    /// Reads lines of at most `max` bytes from `reader`.
+    pub fn new(reader: R, max: usize) -> Self {
+        Self {
+            reader: BufReader::new(reader),
+            max,
+        }
+    }
+
+    /// The next line.
+    ///
+    /// # Errors
+    /// A read error of the underlying stream.
+    pub async fn next_line(&mut self) -> std::io::Result<Line> {
+        let mut line = Vec::new();
+        let mut oversized: Option<Oversized> = None;
+        let mut seen = 0usize;
+        loop {
+            let buffer = self.reader.fill_buf().await?;
+            if buffer.is_empty() {
+                return Ok(match (seen, oversized) {
+                    (0, _) => Line::Eof,
+                    (_, Some(oversized)) => Line::TooLong(oversized),
+                    (_, None) => Line::Text(trim_cr(line)),
+                });
+            }
+            let (take, done) = match memchr::memchr(b'\n', buffer) {
+                Some(end) => (end, true),
+                None => (buffer.len(), false),
+            };
+            seen += take;
+            match oversized.as_mut() {
+                None if line.len() + take > self.max => {
+                    line.extend_from_slice(&buffer[..take]);
+                    let head = line[..line.len().min(KEPT_BYTES)].to_vec();
+                    let mut kept = Oversized {
+                        len: seen,
+                        head,
+                        tail: Vec::new(),
+                    };
+                    keep_tail(&mut kept.tail, &line);
+                    oversized = Some(kept);
+                    line = Vec::new();
+                }
+                None => line.extend_from_slice(&buffer[..take]),
+                Some(kept) => {
+                    kept.len = seen;
+                    keep_tail(&mut kept.tail, &buffer[..take]);
+                }
+            }
+            self.reader.consume(if done { take + 1 } else { take });
+            if done {
+                return Ok(match oversized {
+                    Some(oversized) => Line::TooLong(oversized),
+                    None => Line::Text(trim_cr(line)),
+                });
+            }
+        }
+    }
+}
+
+/// Appends `bytes` to `tail`, keeping its last [`KEPT_BYTES`].
+fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
+    let bytes = &bytes[bytes.len().saturating_sub(KEPT_BYTES)..];
+    tail.extend_from_slice(bytes);
+    let excess = tail.len().saturating_sub(KEPT_BYTES);
+    tail.drain(..excess);
+}
+
+fn trim_cr(mut line: Vec<u8>) -> Vec<u8> {
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    line
+}
+
+/// The `id` of a request of which only `head` (its first bytes) and `tail`
+/// (its last bytes) are known: a top-level `"id"` member read from the start
+/// (where most clients put it), or one that closes the object (where
+/// serializers that write inherited fields first put it). Only a number or
+/// a string is an id.
+pub fn request_id(head: &[u8], tail: &[u8]) -> Option<Value> {
+    id_from_start(head).or_else(|| id_at_end(tail))
+}
+
+/// Scans the top-level object from its `{`, skipping nested values and
+/// strings, until an `"id"` member.
+fn id_from_start(bytes: &[u8]) -> Option<Value> {
+    let mut at = skip_ws(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    at += 1;
+    loop {
+        at = skip_ws(bytes, at);
+        let key_end = string_end(bytes, at)?;
+        let key = &bytes[at..key_end];
+        at = skip_ws(bytes, key_end);
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_ws(bytes, at + 1);
+        let value_end = value_end(bytes, at)?;
+        if key == b"\"id\"" {
+            return as_id(&bytes[at..value_end]);
+        }
+        at = skip_ws(bytes, value_end);
+        match bytes.get(at) {
+            Some(b',') => at += 1,
+            _ => return None,
+        }
+    }
+}
+
+/// An `"id": <number or plain string>` member that closes the line's object.
+fn id_at_end(bytes: &[u8]) -> Option<Value> {
+    let trimmed = bytes.trim_ascii_end();
+    let body = trimmed.strip_suffix(b"}")?.trim_ascii_end();
+    // The value: a number, or a string without quotes or escapes inside.
+    let start = if body.last() == Some(&b'"') {
+        let inner = &body[..body.len() - 1];
+        let open = memchr::memrchr(b'"', inner)?;
+        if inner[open..].contains(&b'\\') {
+            return None;
+        }
+        open
+    } else {
+        body.iter()
+            .rposition(|b| !(b.is_ascii_digit() || b"-+.eE".contains(b)))
+            .map_or(0, |p| p + 1)
+    };
+    let value = &body[start..];
+    let before = body[..start].trim_ascii_end().strip_suffix(b":")?;
+    let before = before.trim_ascii_end().strip_suffix(b"\"id\"")?;
+    // The member is the object's first, or follows another.
+    match before.trim_ascii_end().last() {
+        Some(b',' | b'{') => as_id(value),
+        _ => None,
+    }
+}
+
+fn as_id(value: &[u8]) -> Option<Value> {
+    match serde_json::from_slice::<Value>(value).ok()? {
+        id @ (Value::Number(_) | Value::String(_)) => Some(id),
+        _ => None,
+    }
+}
+
+fn skip_ws(bytes: &[u8], mut at: usize) -> usize {
+    while bytes.get(at).is_some_and(u8::is_ascii_whitespace) {
+        at += 1;
+    }
+    at
+}
+
+/// The end (exclusive) of the string starting at `at`.
+fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let mut i = at + 1;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// The end (exclusive) of the JSON value starting at `at`, if it is complete.
+fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes.get(at)? {
+        b'"' => string_end(bytes, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            while let Some(&b) = bytes.get(i) {
+                match b {
+                    b'"' => {
+                        i = string_end(bytes, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let len = bytes[at..]
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace())?;
+            Some(at + len)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn splits_lines_and_skips_long_ones_without_losing_the_next() {
+        let input: &[u8] = b"{\"a\":1}\r\n0123456789ABCDEF\nok\nlast";
+        let mut lines = LineReader::new(input, 10);
+        assert_eq!(
+            lines.next_line().await.unwrap(),
+            Line::Text(b"{\"a\":1}".to_vec())
+        );
+        assert_eq!(
+            lines.next_line().await.unwrap(),
+            Line::TooLong(Oversized {
+                len: 16,
+                head: b"0123456789ABCDEF".to_vec(),
+                tail: b"0123456789ABCDEF".to_vec(),
+            })
+        );
+        assert_eq!(lines.next_line().await.unwrap(), Line::Text(b"ok".to_vec()));
+        assert_eq!(
+            lines.next_line().await.unwrap(),
+            Line::Text(b"last".to_vec())
+        );
+        assert_eq!(lines.next_line().await.unwrap(), Line::Eof);
+    }
+
+    /// A long line arriving in small reads keeps exactly its first and last
+    /// bytes, and its id is found wherever the client put it.
+    #[tokio::test]
+    async fn the_id_of_an_oversized_request_is_recovered_from_either_end() {
+        let filler = "x".repeat(100_000);
+        for (line, id) in [
+            (
+                format!(r#"{{"jsonrpc":"2.0","id":7,"method":"m","params":{{"s":"{filler}"}}}}"#),
+                Some(serde_json::json!(7)),
+            ),
+            (
+                format!(
+                    r#"{{"method":"m","params":{{"s":"{filler}","id":1}},"jsonrpc":"2.0","id":"a-9"}}"#
+                ),
+                Some(serde_json::json!("a-9")),
+            ),
+            (
+                format!(r#"{{"method":"m","params":{{"s":"{filler}","id":1}}}}"#),
+                None,
+            ),
+            (
+                format!(r#"{{"method":"m","params":{{"s":"{filler}"}},"id":null}}"#),
+                None,
+            ),
+            (filler.clone(), None),
+        ] {
+            let input = format!("{line}\n{{}}\n");
+            let reader = tokio_test_reader(input.as_bytes(), 1000);
+            let mut lines = LineReader::new(reader, 50_000);
+            let Line::TooLong(oversized) = lines.next_line().await.unwrap() else {
+                panic!("not too long");
+            };
+            assert_eq!(oversized.len, line.len());
+            assert_eq!(oversized.head, line.as_bytes()[..KEPT_BYTES]);
+            assert_eq!(oversized.tail, line.as_bytes()[line.len() - KEPT_BYTES..]);
+            assert_eq!(oversized.request_id(), id, "{}", &line[..40]);
+            assert_eq!(lines.next_line().await.unwrap(), Line::Text(b"{}".to_vec()));
+        }
+    }
+
+    /// `bytes` delivered `chunk` bytes per read.
+    fn tokio_test_reader(bytes: &[u8], chunk: usize) -> impl AsyncRead + Unpin {
+        let (mut writer, reader) = tokio::io::duplex(chunk);
+        let bytes = bytes.to_vec();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            for piece in bytes.chunks(chunk) {
+                writer.write_all(piece).await.unwrap();
+            }
+        });
+        reader
+    }
+
+    #[test]
+    fn ids_are_read_only_from_the_top_level() {
+        let id = |s: &str| request_id(s.as_bytes(), s.as_bytes());
+        assert_eq!(
+            id(r#"{"params":{"id":3},"id":4}"#),
+            Some(serde_json::json!(4))
+        );
+        assert_eq!(
+            id(r#"{"a":"\"id\":5","id" : 6 }"#),
+            Some(serde_json::json!(6))
+        );
+        assert_eq!(
+            id(r#"{"a":[1,{"id":2}],"id":"x"}"#),
+            Some(serde_json::json!("x"))
+        );
+        assert_eq!(id(r#"{"id":true}"#), None);
+        assert_eq!(id(r#"[{"id":1}]"#), None);
+    }
+}
