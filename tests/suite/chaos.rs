@@ -689,9 +689,24 @@ fn quiet_injected_panics() {
 }
 
 /// Bytes allocated through malloc and not freed (every arena).
+#[cfg(target_env = "gnu")]
 fn heap_in_use() -> u64 {
     #[allow(unsafe_code)]
     // SAFETY: mallinfo2 only reads the allocator's statistics.
     let info = unsafe { libc::mallinfo2() };
     info.uordblks as u64
+}
+
+/// Without glibc's counters (musl): the resident set, an upper bound.
+#[cfg(not(target_env = "gnu"))]
+fn heap_in_use() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
 }

@@ -84,11 +84,18 @@ fn rss_kib() -> u64 {
 }
 
 /// Bytes the allocator has handed out and not had back (glibc `mallinfo2`).
+#[cfg(target_env = "gnu")]
 fn heap_in_use() -> u64 {
     #[allow(unsafe_code)]
     // SAFETY: mallinfo2 only reads the allocator's counters.
     let info = unsafe { libc::mallinfo2() };
     info.uordblks as u64 + info.hblkhd as u64
+}
+
+/// Without glibc's counters (musl): the resident set, an upper bound.
+#[cfg(not(target_env = "gnu"))]
+fn heap_in_use() -> u64 {
+    rss_kib() * 1024
 }
 
 fn err(e: impl std::fmt::Display) -> std::io::Error {
