@@ -84,6 +84,19 @@ async fn script_options_do_not_leak_between_calls() {
 }
 
 #[tokio::test]
+async fn posix_mode_does_not_make_a_later_syntax_error_end_the_shell() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("posix").await;
+    let pid = run(&session, "set -o posix; KEPT=1; echo $$").await.output;
+    let broken = run(&session, "if then").await;
+    assert_eq!(broken.exit_code, Some(2), "{}", broken.text);
+    assert!(!broken.shell_restarted, "{}", broken.text);
+    let after = run(&session, "echo $$ $KEPT; shopt -qo posix || echo not-posix").await;
+    assert_eq!(after.output, format!("{} 1\nnot-posix\n", pid.trim()));
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
 async fn non_interactive_environment_is_set() {
     let rt = TestRuntime::start().await;
     let session = rt.session("env").await;

@@ -9,7 +9,8 @@
 //! output FIFO, and close the status fd and fd 63. A syntax error, an unclosed
 //! quote or an unterminated heredoc stays inside the command file's own parse.
 //! Afterwards the wrapper resets the options that change how a script runs
-//! (`errexit nounset xtrace verbose pipefail`), restores variables the call's
+//! (`errexit nounset xtrace verbose pipefail posix`; in posix mode a
+//! syntax error inside `.` would end the shell), restores variables the call's
 //! `env` overrode, and writes two records to fd 62:
 //!
 //! ```text
@@ -160,7 +161,9 @@ impl WrapperScript<'_> {
         push_quoted(&mut out, self.command_file.as_os_str().as_bytes());
         out.extend_from_slice(b"; } <&63 >");
         push_quoted(&mut out, self.output_fifo.as_os_str().as_bytes());
-        out.extend_from_slice(b" 2>&1 62>&- 63>&-\n__shv_rc=$?\n\\builtin set +euvx +o pipefail\n");
+        out.extend_from_slice(
+            b" 2>&1 62>&- 63>&-\n__shv_rc=$?\n\\builtin set +euvx +o pipefail +o posix\n",
+        );
         for (index, (name, _)) in self.env.iter().enumerate() {
             out.extend_from_slice(
                 format!(
