@@ -122,6 +122,32 @@ async def scenario_pty(session: ClientSession) -> None:
     assert "hi bob" in report["screen"], report
 
 
+async def scenario_write_stdin_waits_for_the_reaction(session: ClientSession) -> None:
+    # The program takes a second to answer: the screen returned is the one
+    # after it answered, not the prompt it showed before the input.
+    sid = "slow-pty"
+    result = await session.call_tool(
+        "bash",
+        {"command": "read -p 'name? ' n; sleep 1; echo hi $n; read -p 'again? ' m", "pty": True, "session_id": sid},
+    )
+    job_id = result.structured_content["job_id"]
+    assert result.structured_content["state"] == "awaiting_input", result.structured_content
+    # A bad key among good ones is refused before anything is typed.
+    huge = await session.call_tool(
+        "write_stdin", {"job_id": job_id, "session_id": sid, "text": "lost", "keys": ["Enter", "M-" * 50_000]}
+    )
+    assert huge.is_error and "Key name too long: 100000 bytes" in text(huge), text(huge)[:300]
+    assert len(text(huge)) < 400, len(text(huge))
+    typed = await session.call_tool(
+        "write_stdin", {"job_id": job_id, "session_id": sid, "text": "bob", "keys": ["Enter"], "wait_ms": 10000}
+    )
+    report = typed.structured_content
+    assert report["state"] == "awaiting_input", report
+    assert "hi bob" in report["screen"] and "again?" in report["screen"], report
+    assert "lost" not in report["screen"], report
+    await session.call_tool("job_kill", {"job_id": job_id, "session_id": sid})
+
+
 async def scenario_full_screen_result(session: ClientSession) -> None:
     # An editor's result is what it showed last, not its escape-stripped frames.
     path = os.path.join(tempfile.mkdtemp(prefix="shellvisor-mcp-vim-"), "notes.txt")
@@ -309,6 +335,7 @@ AUTO_BACKGROUND_SCENARIOS = [
     scenario_auto_background,
     scenario_timeout_in_background,
     scenario_pty,
+    scenario_write_stdin_waits_for_the_reaction,
     scenario_full_screen_result,
     scenario_errors,
     scenario_backgrounded_call_keeps_its_directory,

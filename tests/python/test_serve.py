@@ -165,6 +165,14 @@ async def scenario_pty(client: Client) -> None:
     size = await client.call("pty.resize", {"session_id": "term", "job_id": job_id, "cols": 100, "rows": 30})
     assert size == {"cols": 100, "rows": 30}, size
     await client.call("pty.write", {"session_id": "term", "job_id": job_id, "text": "bob"})
+    # A 100 KB key name is refused by name and length; the server lives on.
+    try:
+        await client.call("pty.key", {"session_id": "term", "job_id": job_id, "key": "M-" * 50_000})
+        raise AssertionError("a 100 KB key name was accepted")
+    except RpcError as err:
+        assert err.code == -32000 and err.data["code"] == "invalid_request", err.data
+        assert "Key name too long: 100000 bytes" in str(err) and len(str(err)) < 300, str(err)[:300]
+    assert (await client.call("runtime.info"))["version"]
     await client.call("pty.key", {"session_id": "term", "job_id": job_id, "key": "Enter"})
     waited = await client.call("job.wait", {"session_id": "term", "job_id": job_id, "timeout_ms": 20000})
     assert waited["result"]["exit_code"] == 0 and "hi bob" in waited["result"]["output"], waited
@@ -452,6 +460,29 @@ async def socket_mode() -> None:
     # The runtime outlives a connection...
     again = await call(*second, 2, "run", {"session_id": "shared", "request": {"command": "echo still"}})
     assert again["output"] == "still\n", again
+    # ...and a client that goes mid-run takes its run along, at once; the
+    # session's shell and its directory stay for the next connection.
+    workdir = tempfile.mkdtemp(prefix="shellvisor-sock-cwd-")
+    await call(*second, 3, "run", {"session_id": "shared", "request": {"command": f"cd {workdir}"}})
+    third = await asyncio.open_unix_connection(path)
+    run_marker = f"SOCKET_RUN={uuid.uuid4().hex}"
+    name, value = run_marker.split("=")
+    request = {"command": "sleep 61", "env": {name: value}, "timeout": 120}
+    third[1].write(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {"session_id": "shared", "request": request}}).encode()
+        + b"\n"
+    )
+    await third[1].drain()
+    await until(lambda: alive(run_marker, "sleep 61"), "the run never started")
+    third[1].close()
+    closed = time.monotonic()
+    await until(lambda: not alive(run_marker, "sleep 61"), "the run outlived its connection", timeout=10)
+    gone_after = time.monotonic() - closed
+    assert gone_after < 1.0, f"the run lived {gone_after:.2f} s after its client went"
+    here = await call(*second, 4, "run", {"session_id": "shared", "request": {"command": "pwd"}})
+    assert here["output"] == f"{workdir}\n", here
+    leftovers = [n for n in os.listdir(os.path.dirname(path)) if n != "rpc.sock"]
+    assert not leftovers, leftovers
     # ...and SIGTERM ends it, with everything it started.
     process.terminate()
     await asyncio.wait_for(process.wait(), 20)
@@ -460,10 +491,46 @@ async def socket_mode() -> None:
     while processes_with_env(f"SOCKET_MARKER={marker}"):
         assert time.monotonic() < deadline, processes_with_env(f"SOCKET_MARKER={marker}")
         await asyncio.sleep(0.05)
-    print("ok   socket mode: shared runtime, SIGTERM leaves nothing", flush=True)
+    print("ok   socket mode: shared runtime, a client gone mid-run, SIGTERM leaves nothing", flush=True)
+
+
+async def socket_out_of_descriptors() -> None:
+    """`serve --socket` with few descriptors: connections beyond them fail to
+    be accepted for a while, and the server goes on serving once they close."""
+    path = os.path.join(tempfile.mkdtemp(prefix="shellvisor-sock-fds-"), "rpc.sock")
+    process = await asyncio.create_subprocess_exec(
+        "bash", "-c", 'ulimit -n 64 && exec "$0" serve --socket "$1"', BINARY, path,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    await until(lambda: os.path.exists(path), "the socket never appeared", timeout=20)
+    hold = []
+    for _ in range(100):
+        hold.append(await asyncio.open_unix_connection(path))
+
+    async def retried() -> None:
+        while b"retrying" not in await process.stderr.readline():
+            assert process.returncode is None, "the server ended"
+
+    # The server runs out of descriptors, says so, and keeps listening; the
+    # ones it could not accept stay queued. Close them all.
+    await asyncio.wait_for(retried(), 20)
+    for reader, writer in hold:
+        writer.close()
+    assert process.returncode is None
+    reader, writer = await asyncio.open_unix_connection(path)
+    writer.write(b'{"jsonrpc":"2.0","id":1,"method":"run","params":{"session_id":"fds","request":{"command":"echo served"}}}\n')
+    await writer.drain()
+    answer = json.loads(await asyncio.wait_for(reader.readline(), 20))
+    assert answer["result"]["output"] == "served\n", answer
+    writer.close()
+    process.terminate()
+    await asyncio.wait_for(process.communicate(), 20)
+    assert process.returncode == 0, process.returncode
+    print("ok   socket mode: out of descriptors, then served again", flush=True)
 
 
 if __name__ == "__main__":
     asyncio.run(main())
     asyncio.run(socket_mode())
+    asyncio.run(socket_out_of_descriptors())
     asyncio.run(kill_contract())

@@ -233,3 +233,96 @@ async fn a_subscriber_that_never_reads_neither_blocks_the_run_nor_grows_memory()
     );
     rt.runtime.shutdown().await;
 }
+
+/// Artifacts live on a disk, not in RAM; they go with their job; and a
+/// spill over the session's budget is given up with a notice.
+#[tokio::test]
+async fn artifacts_live_on_disk_go_with_their_job_and_respect_their_budget() {
+    let mut config = shellvisor::Config::default();
+    config.jobs.max_retained_per_session = 1;
+    let rt = TestRuntime::with_config(config).await;
+    assert!(
+        !rt.runtime.artifacts_in_memory(),
+        "{} is memory-backed",
+        rt.runtime.artifacts_dir().display()
+    );
+    let session = rt.session("artifacts").await;
+    let big = run(&session, "head -c 5000000 /dev/zero | tr '\\0' 'x'; echo").await;
+    let artifact = big
+        .truncation
+        .artifact
+        .clone()
+        .expect("a 5 MB output spills");
+    let path = std::path::PathBuf::from(&artifact.path);
+    assert!(
+        path.starts_with(rt.runtime.artifacts_dir()),
+        "{}",
+        path.display()
+    );
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 5_000_001);
+    assert!(!shellvisor_process_is_tmpfs(&path));
+    // Two more finished jobs: the first is evicted, and its file with it.
+    run(&session, "true").await;
+    run(&session, "true").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the evicted job's artifact stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    rt.runtime.shutdown().await;
+    assert!(
+        !rt.runtime.artifacts_dir().exists(),
+        "the artifacts directory outlived the runtime"
+    );
+
+    let mut config = shellvisor::Config::default();
+    config.output.max_artifact_bytes_per_session = 2_000_000;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("budget").await;
+    let refused = run(&session, "head -c 5000000 /dev/zero | tr '\\0' 'y'; echo").await;
+    assert!(refused.truncation.artifact.is_none());
+    assert!(
+        refused.text.contains(
+            "The full output could not be saved (the session's artifacts would pass 2000000 bytes, `output.max_artifact_bytes_per_session`)"
+        ),
+        "{}",
+        &refused.text[refused.text.len().saturating_sub(600)..]
+    );
+    assert!(
+        refused.output.starts_with("yyyy"),
+        "{}",
+        &refused.output[..100]
+    );
+    let left: Vec<_> = walk_files(rt.runtime.artifacts_dir());
+    assert!(left.is_empty(), "the refused spill left {left:?}");
+    // Small output still works, and the budget is whole again for the next.
+    let small = run(&session, "head -c 1500000 /dev/zero | tr '\\0' 'z'; echo").await;
+    assert!(small.truncation.artifact.is_some(), "{}", small.text);
+    rt.runtime.shutdown().await;
+}
+
+fn shellvisor_process_is_tmpfs(path: &std::path::Path) -> bool {
+    let out = std::process::Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let kind = String::from_utf8_lossy(&out.stdout);
+    kind.trim() == "tmpfs" || kind.trim() == "ramfs"
+}
+
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk_files(&path));
+        } else if !entry.file_name().to_string_lossy().starts_with('.') {
+            files.push(path);
+        }
+    }
+    files
+}

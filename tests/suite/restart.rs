@@ -84,3 +84,39 @@ async fn a_crash_looping_session_does_not_affect_another() {
     assert_eq!(run(&victim, "echo back $V").await.output, "back 1\n");
     rt.runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_session_that_breaks_its_path_still_gets_a_new_shell() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("no-path").await;
+    let first = run(&session, "export PATH=/nonexistent; echo $$")
+        .await
+        .output;
+    // The shell exits with PATH pointing nowhere; the replayed state keeps
+    // that PATH, but the runtime found bash once, at start.
+    let exited = session
+        .run(RunRequest::new("exit 3"))
+        .await
+        .unwrap()
+        .completed()
+        .unwrap();
+    assert_eq!(exited.exit_code, Some(3), "{}", exited.text);
+    let next = run(&session, "echo $$ $PATH").await;
+    assert!(!next.is_error, "{}", next.text);
+    let (pid, path) = next.output.trim().split_once(' ').unwrap();
+    assert_ne!(pid, first.trim(), "a new shell");
+    assert_eq!(path, "/nonexistent", "its state is the session's");
+    rt.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_shell_that_is_not_on_the_path_fails_the_start_with_its_name() {
+    let mut config = Config::default();
+    config.shell.program = "no-such-bash-for-shellvisor".into();
+    let err = shellvisor::Runtime::start(config).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::SpawnFailed);
+    assert_eq!(
+        err.to_string(),
+        "failed to start the shell: no-such-bash-for-shellvisor not found on PATH"
+    );
+}

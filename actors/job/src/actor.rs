@@ -18,6 +18,7 @@ use shellvisor_actor_pty::PtyLaunch;
 use shellvisor_actor_pty::PtyMsg;
 use shellvisor_actor_pty::PtySession;
 use shellvisor_actor_shell::ShellMsg;
+use shellvisor_actor_sink::ArtifactBudget;
 use shellvisor_actor_sink::Sink;
 use shellvisor_actor_sink::SinkArgs;
 use shellvisor_actor_sink::SinkFeed;
@@ -102,6 +103,8 @@ pub struct JobArgs {
     pub events: broadcast::Sender<SessionEvent>,
     /// Where the artifact goes.
     pub artifact_path: PathBuf,
+    /// The session's artifact bytes the Sink charges.
+    pub artifacts: ArtifactBudget,
 }
 
 /// The runner a started job drives.
@@ -204,6 +207,8 @@ impl Actor for Job {
                 job_id: args.job_id.clone(),
                 config: output,
                 artifact_path: args.artifact_path,
+                budget: args.artifacts.clone(),
+                keep_artifact: config.artifacts_dir.is_some(),
                 events: args.events.clone(),
             },
             myself.get_cell(),

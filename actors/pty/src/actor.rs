@@ -1,6 +1,8 @@
 //! The PtySession actor.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
 use std::sync::mpsc::TrySendError;
 use std::time::Duration;
@@ -93,6 +95,10 @@ pub struct PtySessionState {
     tty: TtyId,
     screen: SharedScreen,
     input: Option<SyncSender<Vec<u8>>>,
+    /// Inputs queued for the writer so far.
+    input_queued: u64,
+    /// Inputs the writer has written to the terminal (its own counter).
+    input_written: Arc<AtomicU64>,
     session: Option<SessionGuard>,
     child: Option<ChildProcess>,
     feed: SinkFeed,
@@ -166,7 +172,8 @@ impl Actor for PtySession {
             tokio::runtime::Handle::current(),
             reader_done_tx,
         )?;
-        let input = start_writer(writer, myself.clone())?;
+        let input_written = Arc::new(AtomicU64::new(0));
+        let input = start_writer(writer, myself.clone(), Arc::clone(&input_written))?;
         let mut child = spawned.child;
         let watcher = myself.clone();
         tokio::spawn(async move {
@@ -188,6 +195,8 @@ impl Actor for PtySession {
             tty,
             screen,
             input: Some(input),
+            input_queued: 0,
+            input_written,
             session: Some(spawned.session),
             child: None,
             feed: args.sink,
@@ -261,9 +270,14 @@ impl Actor for PtySession {
                 state.input = None;
             }
             PtyMsg::Probe => state.probe(&myself),
-            PtyMsg::Probed(result) => {
+            PtyMsg::Probed {
+                wait,
+                inputs_written,
+            } => {
                 state.probing = false;
-                state.probed(result);
+                // Only a check begun after all input so far was written
+                // can tell that the program waits for more.
+                state.probed(wait, inputs_written >= state.input_queued);
             }
             PtyMsg::Escalate => {
                 if state.exit.is_none()
@@ -310,9 +324,14 @@ impl PtySessionState {
         };
         match input.try_send(bytes) {
             Ok(()) => {
-                // The program is about to read: its wait is over until a
-                // check says otherwise.
+                // The program is about to read: its wait is over until
+                // checks begun after the input reached the terminal say
+                // otherwise, so nobody reads a screen from before it reacted.
+                self.input_queued += 1;
                 self.candidate = None;
+                if self.state == PtyState::AwaitingInput {
+                    self.set_state(PtyState::Running);
+                }
                 Ok(())
             }
             Err(TrySendError::Full(_)) => Err(rejected(
@@ -364,16 +383,28 @@ impl PtySessionState {
         self.probing = true;
         let tty = self.tty;
         let actor = myself.clone();
+        let written = Arc::clone(&self.input_written);
         tokio::task::spawn_blocking(move || {
-            let _ = actor.cast(PtyMsg::Probed(probe_input_wait(foreground, tty)));
+            let inputs_written = written.load(Ordering::Acquire);
+            let wait = probe_input_wait(foreground, tty);
+            let _ = actor.cast(PtyMsg::Probed {
+                wait,
+                inputs_written,
+            });
         });
     }
 
-    fn probed(&mut self, result: InputWait) {
+    fn probed(&mut self, result: InputWait, input_delivered: bool) {
         if self.exit.is_some() {
             return;
         }
         let seen = match result {
+            // A wait seen before the last input reached the terminal is the
+            // wait that input ends.
+            InputWait::Waiting if !input_delivered => {
+                self.candidate = None;
+                return;
+            }
             InputWait::Waiting => PtyState::AwaitingInput,
             InputWait::Busy => PtyState::Running,
             InputWait::Unknown => {

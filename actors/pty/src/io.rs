@@ -5,6 +5,9 @@
 use std::io::ErrorKind;
 use std::io::Read;
 use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 
 use bytes::Bytes;
@@ -62,9 +65,12 @@ pub(crate) fn start_reader(
 
 /// Starts the writer: queued input is written in order; a failed write is
 /// reported and ends the thread (later input is refused).
+///
+/// `written` counts the inputs written so far (one per queued `Vec`).
 pub(crate) fn start_writer(
     mut writer: Box<dyn Write + Send>,
     actor: ActorRef<PtyMsg>,
+    written: Arc<AtomicU64>,
 ) -> std::io::Result<mpsc::SyncSender<Vec<u8>>> {
     let (sender, receiver) = mpsc::sync_channel::<Vec<u8>>(INPUT_QUEUE);
     std::thread::Builder::new()
@@ -75,6 +81,7 @@ pub(crate) fn start_writer(
                     let _ = actor.cast(PtyMsg::WriterFailed(err.to_string()));
                     return;
                 }
+                written.fetch_add(1, Ordering::Release);
             }
         })?;
     Ok(sender)

@@ -22,15 +22,37 @@ use shellvisor_protocol::Result;
 /// ```
 ///
 /// # Errors
-/// [`Error::InvalidRequest`] naming the key when it is unknown.
+/// [`Error::InvalidRequest`] naming the key when it is unknown or longer
+/// than [`MAX_KEY_NAME_BYTES`].
 pub fn key_bytes(name: &str, application_cursor: bool) -> Result<Vec<u8>> {
-    if let Some(rest) = strip_prefix_ci(name, "M-") {
-        let mut bytes = vec![0x1b];
-        bytes.extend(key_bytes(rest, application_cursor)?);
-        return Ok(bytes);
+    if name.len() > MAX_KEY_NAME_BYTES {
+        return Err(Error::InvalidRequest {
+            message: format!(
+                "Key name too long: {} bytes (at most {MAX_KEY_NAME_BYTES}): {}",
+                name.len(),
+                shown(name)
+            ),
+        });
     }
+    // `M-` prefixes, each an Esc before the key: a loop, never recursion,
+    // whatever the caller sends.
+    let mut bytes = Vec::new();
+    let mut key = name;
+    while let Some(rest) = strip_prefix_ci(key, "M-") {
+        bytes.push(0x1b);
+        key = rest;
+    }
+    bytes.extend(plain_key(key, application_cursor).ok_or_else(|| unknown(name))?);
+    Ok(bytes)
+}
+
+/// The longest key name accepted (`M-C-PageDown` is 12 bytes).
+pub const MAX_KEY_NAME_BYTES: usize = 64;
+
+/// A key without `M-` prefixes; `None` when it has no name.
+fn plain_key(name: &str, application_cursor: bool) -> Option<Vec<u8>> {
     if let Some(rest) = strip_prefix_ci(name, "C-") {
-        return control(rest).map(|b| vec![b]).ok_or_else(|| unknown(name));
+        return control(rest).map(|b| vec![b]);
     }
     let cursor = |letter: u8| {
         if application_cursor {
@@ -72,11 +94,11 @@ pub fn key_bytes(name: &str, application_cursor: bool) -> Result<Vec<u8>> {
             let mut chars = name.chars();
             match (chars.next(), chars.next()) {
                 (Some(c), None) => c.to_string().into_bytes(),
-                _ => return Err(unknown(name)),
+                _ => return None,
             }
         }
     };
-    Ok(bytes)
+    Some(bytes)
 }
 
 /// `C-x`: the key's code with the top three bits cleared (`C-?` is DEL).
@@ -102,7 +124,19 @@ fn strip_prefix_ci<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
         .then(|| &name[prefix.len()..])
 }
 
+/// At most the first 32 characters of `name`, marked when cut.
+fn shown(name: &str) -> String {
+    let mut chars = name.chars();
+    let head: String = chars.by_ref().take(32).collect();
+    if chars.next().is_some() {
+        format!("{head}...")
+    } else {
+        head
+    }
+}
+
 fn unknown(name: &str) -> Error {
+    let name = shown(name);
     Error::InvalidRequest {
         message: format!(
             "Unknown key: {name} (use Enter, Tab, Esc, Backspace, arrows, Home, End, PageUp, PageDown, Delete, F1-F12, C-<x> or M-<x>)"
@@ -139,12 +173,27 @@ mod tests {
     #[test]
     fn unknown_keys_are_refused_by_name() {
         assert_eq!(key_bytes("q", false).unwrap(), b"q");
-        for name in ["", "C-", "C-ab", "C-é", "Hyper", "M-"] {
+        assert_eq!(key_bytes("M-M-x", false).unwrap(), b"\x1b\x1bx");
+        for name in ["", "C-", "C-ab", "C-é", "Hyper", "M-", "M-M-"] {
             let err = key_bytes(name, false).unwrap_err();
             assert!(
                 err.to_string().starts_with("Unknown key: "),
                 "{name}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn a_huge_key_name_is_refused_without_recursion() {
+        // 50,000 `M-` prefixes overflowed the stack when each was a call.
+        let name = "M-".repeat(50_000);
+        let err = key_bytes(&name, false).unwrap_err().to_string();
+        assert!(err.starts_with("Key name too long: 100000 bytes"), "{err}");
+        assert!(err.len() < 200, "the error does not echo the name: {err}");
+        let longest = format!("{}x", "M-".repeat(31));
+        assert_eq!(key_bytes(&longest, false).unwrap().len(), 32);
+        let err = key_bytes(&"Hyper".repeat(12), false).unwrap_err();
+        assert!(err.to_string().ends_with("M-<x>)"), "{err}");
+        assert!(err.to_string().contains("..."), "{err}");
     }
 }

@@ -30,6 +30,7 @@ mod screen;
 pub use actor::PtyArgs;
 pub use actor::PtyLaunch;
 pub use actor::PtySession;
+pub use keys::MAX_KEY_NAME_BYTES;
 pub use keys::key_bytes;
 pub use messages::PtyCall;
 pub use messages::PtyMsg;

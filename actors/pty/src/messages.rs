@@ -38,8 +38,14 @@ pub enum PtyMsg {
     WriterFailed(String),
     /// Internal: time to check for input waits.
     Probe,
-    /// Internal: what a check found.
-    Probed(InputWait),
+    /// Internal: what a check found, and how many inputs had reached the
+    /// terminal when it began.
+    Probed {
+        /// The program's input wait.
+        wait: InputWait,
+        /// Inputs written to the terminal before the check.
+        inputs_written: u64,
+    },
     /// Internal: the kill grace period elapsed.
     Escalate,
     /// Internal: late output has had its time after the exit.

@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use shellvisor_actor_sink::ArtifactBudget;
 use shellvisor_policy::Interceptor;
 use shellvisor_policy::UrlResolver;
 use shellvisor_process::ProcessRegistry;
@@ -39,4 +40,7 @@ pub struct RuntimeContext {
     pub resolvers: Vec<Arc<dyn UrlResolver>>,
     /// Where pseudo-terminals come from.
     pub pty_backend: Arc<dyn PtyBackend>,
+    /// Artifact bytes on disk, all sessions together
+    /// (`output.max_artifact_bytes`).
+    pub artifacts: ArtifactBudget,
 }

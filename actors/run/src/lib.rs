@@ -28,6 +28,7 @@ pub use report::KillReason;
 pub use report::RunEnd;
 pub use report::RunNotice;
 pub use report::RunReport;
+pub use shellvisor_actor_sink::ArtifactBudget;
 pub use slots::JobSlots;
 pub use slots::SlotGuard;
 pub use timers::AbortOnDrop;

@@ -17,6 +17,7 @@ use shellvisor_process::contain::SessionContainment;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::SessionEvent;
 use shellvisor_protocol::SessionId;
+use shellvisor_run::ArtifactBudget;
 use shellvisor_run::JobSlots;
 use shellvisor_run::RuntimeContext;
 use shellvisor_run::Timer;
@@ -46,6 +47,8 @@ pub struct SessionArgs {
     pub dir: PathBuf,
     /// The session's artifacts directory (exists, mode 0700).
     pub artifacts_dir: PathBuf,
+    /// The session's artifact bytes, inside the runtime's.
+    pub artifacts: ArtifactBudget,
     /// The session's event channel.
     pub events: broadcast::Sender<SessionEvent>,
     /// The running-job caps (this session's and the runtime's).

@@ -44,7 +44,7 @@ impl IdleClock {
     /// the last call.
     pub(crate) fn arm(&mut self, myself: &ActorRef<SessionMsg>) {
         let Some(limit) = self.limit else { return };
-        let due = (self.last_call + limit).saturating_duration_since(Instant::now());
+        let due = limit.saturating_sub(self.last_call.elapsed());
         self.check = Some(AbortOnDrop(
             myself.send_after(due, || SessionMsg::IdleCheck),
         ));

@@ -210,6 +210,7 @@ impl SessionState {
             notify: myself.get_derived(),
             events: self.args.events.clone(),
             artifact_path: self.args.artifacts_dir.join(format!("{job_id}.log")),
+            artifacts: self.args.artifacts.clone(),
         };
         match Actor::spawn_linked(None, Job, args, myself.get_cell()).await {
             Ok((job, _)) => {

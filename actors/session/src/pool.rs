@@ -134,6 +134,14 @@ impl<S: PoolShell> ShellPool<S> {
         }
     }
 
+    /// Shells the pool tracks: primary, standby, lent and retiring.
+    pub(crate) fn len(&self) -> usize {
+        usize::from(self.primary.is_some())
+            + usize::from(self.standby.is_some())
+            + self.lent.len()
+            + self.retiring.len()
+    }
+
     /// The session's last known working directory.
     pub(crate) fn cwd(&self) -> &Path {
         &self.cwd

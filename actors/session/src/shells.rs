@@ -90,6 +90,13 @@ impl SessionState {
         &mut self,
         myself: &ActorRef<SessionMsg>,
     ) -> Result<(ActorRef<ShellMsg>, watch::Receiver<EnvRecord>)> {
+        let limit = self.args.ctx.config.sessions.max_shells_per_session.max(1);
+        if self.shells.len() >= limit {
+            return Err(Error::ShellLimitReached {
+                session: self.args.id.to_string(),
+                limit,
+            });
+        }
         let env = self.shell_env().await;
         let (records_tx, records) = watch::channel(EnvRecord::default());
         let ctx = &self.args.ctx;

@@ -404,6 +404,7 @@ mod tests {
     use ractor::Actor;
     use ractor::ActorProcessingErr;
     use ractor::ActorRef;
+    use shellvisor_actor_sink::ArtifactBudget;
     use shellvisor_actor_sink::Sink;
     use shellvisor_actor_sink::SinkArgs;
     use shellvisor_actor_sink::SinkFeed;
@@ -503,6 +504,8 @@ mod tests {
                 job_id: JobId::new("job-1"),
                 config: OutputConfig::default(),
                 artifact_path: dir.path().join("artifact"),
+                budget: ArtifactBudget::runtime(u64::MAX),
+                keep_artifact: false,
                 events: broadcast::channel(8).0,
             },
         )

@@ -20,6 +20,7 @@ use shellvisor_protocol::Truncation;
 use tokio::sync::broadcast;
 
 use crate::artifact::Artifact;
+use crate::budget::ArtifactBudget;
 use crate::messages::OutputSummary;
 use crate::messages::SinkMsg;
 use shellvisor_protocol::OutputChunk;
@@ -40,6 +41,11 @@ pub struct SinkArgs {
     pub config: OutputConfig,
     /// Where the artifact goes if output outgrows memory (its directory exists).
     pub artifact_path: PathBuf,
+    /// The session's and the runtime's artifact bytes, charged as written.
+    pub budget: ArtifactBudget,
+    /// Leave the artifact file when the Sink stops (the user chose the
+    /// artifacts directory to keep them); otherwise it goes with its job.
+    pub keep_artifact: bool,
     /// The session's event channel, for streaming.
     pub events: broadcast::Sender<SessionEvent>,
 }
@@ -51,6 +57,8 @@ pub struct SinkState {
     config: OutputConfig,
     buffer: HeadTail,
     artifact: Artifact,
+    budget: ArtifactBudget,
+    keep_artifact: bool,
     events: broadcast::Sender<SessionEvent>,
     pending: BytesMut,
     pending_offset: u64,
@@ -74,6 +82,8 @@ impl Actor for Sink {
             buffer: HeadTail::new(args.config.head_bytes, args.config.tail_bytes),
             job_id: args.job_id,
             artifact: Artifact::NotOpened(args.artifact_path),
+            budget: args.budget,
+            keep_artifact: args.keep_artifact,
             events: args.events,
             pending: BytesMut::new(),
             pending_offset: 0,
@@ -141,7 +151,12 @@ impl SinkState {
         if needed && let Artifact::NotOpened(path) = &self.artifact {
             let path = path.clone();
             let tail = self.buffer.tail_vec();
-            self.artifact = Artifact::open(path, &[self.buffer.head(), &tail]);
+            self.artifact = Artifact::open(
+                path,
+                &[self.buffer.head(), &tail],
+                &self.budget,
+                self.keep_artifact,
+            );
         }
         self.artifact.append(chunk);
         self.buffer.push(chunk);
@@ -210,10 +225,10 @@ impl SinkState {
         );
         let (artifact, spill_error) = match &self.artifact {
             Artifact::NotOpened(_) => (None, None),
-            Artifact::Open { path, .. } => (
+            Artifact::Open(open) => (
                 Some(ArtifactRef {
                     id: self.job_id.to_string(),
-                    path: path.display().to_string(),
+                    path: open.path.display().to_string(),
                 }),
                 None,
             ),

@@ -4,7 +4,10 @@
 //! order) through a [`SinkFeed`], whose semaphore bounds the bytes in flight so
 //! a fast producer cannot grow the actor's unbounded mailbox. It keeps a bounded
 //! head and tail in memory; once output outgrows them it writes the complete raw
-//! stream to an artifact file (mode 0600, byte-exact). It renders the output
+//! stream to an artifact file (mode 0600, byte-exact), charged to the
+//! session's and the runtime's [`ArtifactBudget`] (a spill over either is
+//! given up and said in the result) and deleted when the Sink stops unless
+//! artifacts are kept. It renders the output
 //! for a model when the run completes, serves any byte range by offset, and
 //! streams coalesced chunks with their offsets to the session's subscribers.
 //!
@@ -14,11 +17,13 @@
 
 mod actor;
 mod artifact;
+mod budget;
 mod feed;
 mod messages;
 
 pub use actor::Sink;
 pub use actor::SinkArgs;
+pub use budget::ArtifactBudget;
 pub use feed::SinkFeed;
 pub use messages::OutputSummary;
 pub use messages::SinkMsg;

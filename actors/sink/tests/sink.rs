@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ractor::Actor;
+use shellvisor_actor_sink::ArtifactBudget;
 use shellvisor_actor_sink::Sink;
 use shellvisor_actor_sink::SinkArgs;
 use shellvisor_actor_sink::SinkFeed;
@@ -41,6 +42,8 @@ async fn spills_byte_exact_and_serves_any_range() {
             job_id: job_id.clone(),
             config: small_config(),
             artifact_path: dir.path().join("a.log"),
+            budget: ArtifactBudget::runtime(u64::MAX),
+            keep_artifact: false,
             events,
         },
     )
@@ -113,6 +116,8 @@ async fn small_output_stays_in_memory_and_a_failed_spill_keeps_the_tail() {
             job_id: JobId::random().unwrap(),
             config: small_config(),
             artifact_path: "/proc/self/no-such-dir/a.log".into(),
+            budget: ArtifactBudget::runtime(u64::MAX),
+            keep_artifact: false,
             events,
         },
     )
@@ -161,6 +166,8 @@ async fn an_empty_output_is_summarized_without_the_sink_exactly_as_the_sink_woul
                 job_id: JobId::random().unwrap(),
                 config,
                 artifact_path: dir.path().join("a.log"),
+                budget: ArtifactBudget::runtime(u64::MAX),
+                keep_artifact: false,
                 events,
             },
         )
@@ -195,6 +202,8 @@ async fn a_line_cut_at_the_column_cap_is_truncated_and_saved_whole() {
             job_id: JobId::random().unwrap(),
             config: OutputConfig::default(),
             artifact_path: dir.path().join("a.log"),
+            budget: ArtifactBudget::runtime(u64::MAX),
+            keep_artifact: false,
             events,
         },
     )
@@ -232,6 +241,8 @@ async fn a_line_cut_at_the_column_cap_is_truncated_and_saved_whole() {
             job_id: JobId::random().unwrap(),
             config: OutputConfig::default(),
             artifact_path: dir.path().join("b.log"),
+            budget: ArtifactBudget::runtime(u64::MAX),
+            keep_artifact: false,
             events,
         },
     )

@@ -160,6 +160,10 @@ impl SupervisorState {
         if let Some(entry) = self.sessions.get(&id) {
             return Ok(entry.clone());
         }
+        let limit = self.args.ctx.config.sessions.max_sessions.max(1);
+        if self.sessions.len() >= limit {
+            return Err(Error::SessionLimitReached { limit });
+        }
         self.next_session += 1;
         let name = format!("s{}", self.next_session);
         let dir = self
@@ -193,6 +197,9 @@ impl SupervisorState {
             id: id.clone(),
             dir,
             artifacts_dir,
+            artifacts: ctx
+                .artifacts
+                .for_session(ctx.config.output.max_artifact_bytes_per_session),
             events: events.clone(),
             slots: slots.clone(),
             containment,

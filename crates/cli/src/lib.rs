@@ -131,14 +131,43 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 /// that SIGPIPE ended (128 + 13), so `set -o pipefail` sees it as usual.
 pub const BROKEN_PIPE_EXIT: u8 = 141;
 
+/// Runs `work` until it ends or SIGINT, SIGTERM or SIGHUP arrives; then
+/// `Err` with the exit status a shell reports for that signal (128 + its
+/// number). The caller shuts the runtime down either way, so a signal
+/// leaves no process and no runtime directory behind.
+pub(crate) async fn until_signalled<T>(
+    work: impl std::future::Future<Output = T>,
+) -> anyhow::Result<Result<T, u8>> {
+    use tokio::signal::unix::SignalKind;
+    use tokio::signal::unix::signal;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    Ok(tokio::select! {
+        done = work => Ok(done),
+        _ = interrupt.recv() => Err(130),
+        _ = terminate.recv() => Err(143),
+        _ = hangup.recv() => Err(129),
+    })
+}
+
 /// Logs go to stderr: stdout belongs to the command's output or the protocol.
 fn init_logging() {
     let mut filter = tracing_subscriber::EnvFilter::try_from_env("SHELLVISOR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // The bash parser logs the commands it reads at debug level under these
-    // targets: command text never goes to the log.
-    for quiet in shellvisor::QUIET_LOG_TARGETS {
-        if let Ok(directive) = format!("{quiet}=off").parse() {
+    // targets, and the MCP SDK whole requests and responses: command text
+    // and output never go to the log.
+    let quiet = shellvisor::QUIET_LOG_TARGETS
+        .iter()
+        .map(|target| format!("{target}=off"))
+        .chain(
+            shellvisor_mcp::QUIET_LOG_DIRECTIVES
+                .iter()
+                .map(|d| (*d).to_owned()),
+        );
+    for directive in quiet {
+        if let Ok(directive) = directive.parse() {
             filter = filter.add_directive(directive);
         }
     }

@@ -48,8 +48,12 @@ pub(crate) async fn mcp(mut config: Config, args: McpArgs) -> anyhow::Result<Exi
     let default_session = args
         .session
         .unwrap_or_else(|| format!("mcp-{}", std::process::id()));
-    shellvisor_mcp::serve_stdio(runtime, McpOptions { default_session })
-        .await
-        .context("serving MCP on stdio")?;
+    let served = shellvisor_mcp::serve_stdio(runtime.clone(), McpOptions { default_session });
+    let outcome = crate::until_signalled(served).await;
+    runtime.shutdown().await;
+    match outcome? {
+        Ok(served) => served.context("serving MCP on stdio")?,
+        Err(signal_exit) => return Ok(ExitCode::from(signal_exit)),
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -56,13 +56,19 @@ pub(crate) async fn run(mut config: Config, args: RunArgs) -> anyhow::Result<Exi
     let runtime = Runtime::start(config)
         .await
         .context("starting the runtime")?;
-    let outcome = if args.pty {
-        attach(&runtime, args).await
-    } else {
-        run_in(&runtime, args).await
+    let work = async {
+        if args.pty {
+            attach(&runtime, args).await
+        } else {
+            run_in(&runtime, args).await
+        }
     };
+    let outcome = crate::until_signalled(work).await;
     runtime.shutdown().await;
-    outcome
+    match outcome? {
+        Ok(outcome) => outcome,
+        Err(signal_exit) => Ok(ExitCode::from(signal_exit)),
+    }
 }
 
 /// What a phase produced.

@@ -218,6 +218,11 @@ pub(crate) struct RuntimeInfo {
     pub live_process_groups: usize,
     /// How the runtime contains what it starts.
     pub containment: shellvisor::ContainmentReport,
+    /// Where output artifacts are written.
+    pub artifacts_dir: String,
+    /// Whether that directory is memory-backed (tmpfs or ramfs): only when
+    /// no temporary directory on a disk was writable, or it was configured so.
+    pub artifacts_in_memory: bool,
 }
 
 /// `output` notification.
@@ -498,7 +503,19 @@ pub(crate) async fn dispatch(
         "run" => {
             let p: RunParams = params(raw)?;
             let session = conn.session(&p.session_id).await?;
-            to_value(session.run(p.request).await?)
+            let run = session.start_run(p.request).await?;
+            let job_id = run.job_id().clone();
+            tokio::select! {
+                outcome = run.outcome() => to_value(outcome?),
+                () = conn.closed() => {
+                    // Nobody is left to read the answer: the command goes.
+                    session.kill(&job_id).await?;
+                    Err(shellvisor::Error::InvalidRequest {
+                        message: "the connection closed; the run was killed".to_owned(),
+                    }
+                    .into())
+                }
+            }
         }
         "job.list" => {
             let p: SessionParams = params(raw)?;
@@ -665,16 +682,14 @@ pub(crate) fn event_note(session_id: &str, event: SessionEvent) -> Option<(&'sta
     params.ok().map(|params| (method, params))
 }
 
-pub(crate) fn runtime_info(
-    running_jobs: usize,
-    live_process_groups: usize,
-    containment: shellvisor::ContainmentReport,
-) -> RuntimeInfo {
+pub(crate) fn runtime_info(runtime: &shellvisor::Runtime) -> RuntimeInfo {
     RuntimeInfo {
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        running_jobs,
-        live_process_groups,
-        containment,
+        running_jobs: runtime.running_jobs(),
+        live_process_groups: runtime.live_process_groups(),
+        containment: runtime.containment(),
+        artifacts_dir: runtime.artifacts_dir().display().to_string(),
+        artifacts_in_memory: runtime.artifacts_in_memory(),
     }
 }
 

@@ -14,6 +14,7 @@ use tokio::io::AsyncRead;
 use tokio::io::AsyncWrite;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::task::JoinSet;
 
@@ -45,6 +46,12 @@ pub struct ServeOptions {
     /// everything the server started dies with the session). A socket server
     /// shares its runtime between connections and keeps it.
     pub shutdown_on_eof: bool,
+    /// Kill the connection's foreground runs at once when its input ends:
+    /// the client has gone and nobody will read their answers (socket mode,
+    /// as an MCP client's cancellation does). When false they get a short
+    /// drain to finish and be answered (stdio mode, where a piped script's
+    /// last run is still awaited).
+    pub kill_runs_on_eof: bool,
 }
 
 impl Default for ServeOptions {
@@ -52,6 +59,7 @@ impl Default for ServeOptions {
         Self {
             max_line_bytes: 1024 * 1024,
             shutdown_on_eof: true,
+            kill_runs_on_eof: false,
         }
     }
 }
@@ -62,6 +70,9 @@ pub(crate) struct Connection {
     runtime: Runtime,
     outbox: mpsc::Sender<Value>,
     subscriptions: Mutex<HashMap<String, JoinHandle<()>>>,
+    /// Turns true when the connection's client is gone and its foreground
+    /// runs are to be killed.
+    closed: watch::Sender<bool>,
 }
 
 impl Connection {
@@ -76,12 +87,15 @@ impl Connection {
         self.runtime.close_session(id).await;
     }
 
+    /// Resolves once the connection's foreground runs are to be killed
+    /// (never, for a connection that stays open).
+    pub(crate) async fn closed(&self) {
+        let mut closed = self.closed.subscribe();
+        let _ = closed.wait_for(|closed| *closed).await;
+    }
+
     pub(crate) fn info(&self) -> RuntimeInfo {
-        methods::runtime_info(
-            self.runtime.running_jobs(),
-            self.runtime.live_process_groups(),
-            self.runtime.containment(),
-        )
+        methods::runtime_info(&self.runtime)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, JoinHandle<()>>> {
@@ -142,6 +156,7 @@ where
         runtime: runtime.clone(),
         outbox: outbox.clone(),
         subscriptions: Mutex::new(HashMap::new()),
+        closed: watch::Sender::new(false),
     });
     let mut lines = LineReader::new(input, options.max_line_bytes);
     let mut running = JoinSet::new();
@@ -184,6 +199,9 @@ where
             }
         });
     };
+    if options.kill_runs_on_eof {
+        conn.closed.send_replace(true);
+    }
     // Requests in flight get a moment to finish and be answered; then (in
     // stdio mode) the runtime goes, and calls still waiting (a long
     // `job.wait`, a run) end with an error.

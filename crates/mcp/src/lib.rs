@@ -24,6 +24,11 @@ mod tools;
 /// file sets its own); the library's default names the reference tool's `job`.
 pub const BACKGROUND_HINT: &str = "Use job_wait (job_id {job_id}) to wait for it, job_output to read its output so far, job_kill to stop it; prefer to continue with another task in the meanwhile if it's not blocking.";
 
+/// `tracing` filter directives an embedder's subscriber should add: the MCP
+/// SDK logs whole requests and responses (command text and output) at debug
+/// level and below under `rmcp`. `shellvisor mcp` adds them.
+pub const QUIET_LOG_DIRECTIVES: &[&str] = &["rmcp=info"];
+
 pub use framing::MAX_REQUEST_BYTES;
 pub use server::McpOptions;
 pub use server::serve;

@@ -500,6 +500,10 @@ pub(crate) async fn write_and_settle(
 ) -> shellvisor::Result<(PtyState, Screen)> {
     let job_id = JobId::new(args.job_id.clone());
     let term = session.pty(&job_id);
+    // Every key is checked before anything is typed: a bad name loses nothing.
+    for key in args.keys.iter().flatten() {
+        shellvisor::key_bytes(key, false)?;
+    }
     if let Some(text) = &args.text {
         term.write(text).await?;
     }
@@ -508,7 +512,7 @@ pub(crate) async fn write_and_settle(
     }
     let settle =
         Duration::from_millis(args.wait_ms.unwrap_or(DEFAULT_SETTLE_MS).min(MAX_SETTLE_MS));
-    let deadline = Instant::now() + settle;
+    let deadline = shellvisor::deadline_after(settle);
     // Give the program a moment to leave its input wait before checking.
     tokio::time::sleep(settle.min(Duration::from_millis(100))).await;
     loop {

@@ -2,17 +2,29 @@
 
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::path::PathBuf;
 
 /// A directory with mode 0700, removed (with its contents) when dropped if it
 /// was created by [`PrivateDir::create_unique`].
+///
+/// A unique directory holds an exclusive `flock` on its lock file for
+/// as long as the process lives, so [`PrivateDir::sweep_dead`] can tell the
+/// directory of a runtime that was killed (`kill -9`, a crash) from one in use
+/// (the lock file is `.owner-lock`).
 #[derive(Debug)]
 pub struct PrivateDir {
     path: PathBuf,
     remove_on_drop: bool,
+    /// The held lock (unique directories only); the kernel drops it with
+    /// the process, however it ends.
+    _lock: Option<std::fs::File>,
 }
+
+/// The file in a unique directory whose lock says its owner is alive.
+pub(crate) const LOCK_FILE: &str = ".owner-lock";
 
 impl PrivateDir {
     /// Creates `<parent>/<prefix><random>` with mode 0700 (failing if it exists).
@@ -23,12 +35,65 @@ impl PrivateDir {
         let name = format!("{prefix}{}", shellvisor_protocol::random_token(8)?);
         let path = parent.join(name);
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        // umask may only narrow the mode; make it exact anyway.
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
-        Ok(Self {
+        let mut dir = Self {
             path,
             remove_on_drop: true,
-        })
+            _lock: None,
+        };
+        // umask may only narrow the mode; make it exact anyway.
+        std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o700))?;
+        let lock = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(dir.path.join(LOCK_FILE))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+        dir._lock = Some(lock);
+        Ok(dir)
+    }
+
+    /// Removes the `<parent>/<prefix>*` directories of this user whose
+    /// owner is gone (nothing holds their lock); returns how many. A
+    /// directory without a lock file (being created right now, or from an
+    /// older version) is left alone.
+    pub fn sweep_dead(parent: &Path, prefix: &str) -> usize {
+        let Ok(entries) = std::fs::read_dir(parent) else {
+            return 0;
+        };
+        let uid = rustix::process::geteuid().as_raw();
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let ours = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(prefix))
+                && std::fs::symlink_metadata(&path).is_ok_and(|meta| {
+                    meta.is_dir() && std::os::unix::fs::MetadataExt::uid(&meta) == uid
+                });
+            if !ours {
+                continue;
+            }
+            let Ok(lock) = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+                .open(path.join(LOCK_FILE))
+            else {
+                continue;
+            };
+            if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+                .is_ok()
+            {
+                match std::fs::remove_dir_all(&path) {
+                    Ok(()) => removed += 1,
+                    Err(err) => {
+                        tracing::warn!(path = %path.display(), %err, "could not remove a dead runtime's directory");
+                    }
+                }
+            }
+        }
+        removed
     }
 
     /// Uses (and creates, mode 0700, if missing) a caller-chosen directory,
@@ -44,6 +109,7 @@ impl PrivateDir {
         Ok(Self {
             path,
             remove_on_drop: false,
+            _lock: None,
         })
     }
 
@@ -81,6 +147,28 @@ impl PrivateDir {
         }
         std::env::temp_dir()
     }
+
+    /// Picks the parent for output artifacts, which can be large: the first
+    /// writable of the temporary directory (`$TMPDIR`, else `/tmp`) and
+    /// `/var/tmp` that is not memory-backed (tmpfs, ramfs), so output never
+    /// fills RAM on a machine without swap. `None` when each of them is.
+    pub fn disk_parent() -> Option<PathBuf> {
+        [std::env::temp_dir(), PathBuf::from("/var/tmp")]
+            .into_iter()
+            .find(|candidate| is_writable_dir(candidate) && !is_memory_backed(candidate))
+    }
+}
+
+/// Whether `path` lives on tmpfs or ramfs.
+pub fn is_memory_backed(path: &Path) -> bool {
+    // The magic numbers of tmpfs and ramfs (statfs(2)).
+    const TMPFS_MAGIC: u64 = 0x0102_1994;
+    const RAMFS_MAGIC: u64 = 0x8584_58f6;
+    rustix::fs::statfs(path).is_ok_and(|stat| {
+        #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+        let kind = stat.f_type as u64;
+        kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+    })
 }
 
 fn is_writable_dir(path: &Path) -> bool {

@@ -114,6 +114,26 @@ fn cstring(bytes: Vec<u8>) -> io::Result<CString> {
     })
 }
 
+/// The absolute path of `program`: as given when it has a `/` (made
+/// absolute against the current directory), else its first executable match
+/// on `path_var` (the usual `/usr/local/bin:/usr/bin:/bin` when `None`).
+///
+/// The runtime resolves its shell once at start with this, so a session
+/// that changes `PATH` cannot make the next shell start fail.
+///
+/// # Errors
+/// `NotFound` naming the program when no directory on the path has it.
+pub fn find_program(program: &Path, path_var: Option<&OsString>) -> io::Result<PathBuf> {
+    std::path::absolute(resolve(program, path_var)?)
+}
+
+/// `argv[0]` for `program`: its file name (`bash`, as a shell started by
+/// name shows in `$0`, in its error messages and in `ps`), whatever path it
+/// was found at.
+pub(crate) fn arg0(program: &Path) -> &std::ffi::OsStr {
+    program.file_name().unwrap_or(program.as_os_str())
+}
+
 /// The program's path: as given when it has a `/`, else the first executable
 /// match on `path_var`.
 pub(crate) fn resolve(program: &Path, path_var: Option<&OsString>) -> io::Result<PathBuf> {
@@ -151,7 +171,7 @@ impl Exec {
         let path_var = launch.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v);
         let program = resolve(launch.program, path_var)?;
         let program = cstring(program.into_os_string().into_vec())?;
-        let mut argv_c = vec![cstring(launch.program.as_os_str().as_bytes().to_vec())?];
+        let mut argv_c = vec![cstring(arg0(launch.program).as_bytes().to_vec())?];
         for arg in launch.args {
             argv_c.push(cstring(arg.as_bytes().to_vec())?);
         }
@@ -479,6 +499,37 @@ unsafe fn program_child(
         if libc::setsid() < 0 {
             fail(err_fd);
         }
+        // Every descriptor still needed moves above the ones set below (0-2,
+        // the status fd 62, and 63, which the shell opens itself) first, so
+        // no `dup2` overwrites a source it has not used yet.
+        let lift = |fd: RawFd| -> RawFd {
+            if (0..3).contains(&fd) || fd == STATUS_FD || fd == STATUS_FD + 1 {
+                libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, STATUS_FD + 2)
+            } else {
+                fd
+            }
+        };
+        let err_fd = lift(err_fd);
+        if err_fd < 0 {
+            libc::_exit(127);
+        }
+        let mut stdio = stdio;
+        for source in &mut stdio {
+            *source = lift(*source);
+            if *source < 0 {
+                fail(err_fd);
+            }
+        }
+        let setup = match setup {
+            ChildSetup::Shell { status_fd } => {
+                let status_fd = lift(status_fd);
+                if status_fd < 0 {
+                    fail(err_fd);
+                }
+                ChildSetup::Shell { status_fd }
+            }
+            other => other,
+        };
         for (target, source) in stdio.iter().enumerate() {
             let target = target as RawFd;
             if *source == target {
@@ -503,7 +554,14 @@ unsafe fn program_child(
             flags,
         ) < 0
         {
-            for fd in 3..65_536 {
+            // Before Linux 5.11: one by one, up to the descriptor limit.
+            let mut limit: libc::rlimit = std::mem::zeroed();
+            let open_max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                RawFd::try_from(limit.rlim_cur).unwrap_or(RawFd::MAX)
+            } else {
+                65_536
+            };
+            for fd in 3..open_max {
                 if fd != err_fd {
                     libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
                 }
@@ -538,5 +596,90 @@ unsafe fn program_child(
             exec.envp.as_ptr(),
         );
         fail(err_fd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
+    use std::io::Read;
+    use std::os::fd::IntoRawFd;
+
+    use super::*;
+
+    fn pipe() -> (std::fs::File, RawFd) {
+        let (read, write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC).unwrap();
+        (std::fs::File::from(read), write.into_raw_fd())
+    }
+
+    /// The child's descriptors may sit exactly where it must put others:
+    /// stdin and stdout swapped on 0 and 1, the error pipe on 62 (where the
+    /// status pipe goes), the status pipe on 63. Each still ends up where
+    /// it belongs.
+    #[test]
+    fn descriptors_on_the_targets_are_moved_before_they_are_overwritten() {
+        let (mut output, output_w) = pipe();
+        let (mut status, status_w) = pipe();
+        let (mut errors, errors_w) = pipe();
+        let devnull = std::fs::File::open("/dev/null").unwrap().into_raw_fd();
+        let program = find_program(Path::new("bash"), None).unwrap();
+        let args = [
+            OsString::from("-c"),
+            OsString::from("echo on-stdout; echo on-status >&62"),
+        ];
+        let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+        let launch = Launch {
+            program: &program,
+            args: &args,
+            env: &env,
+            cwd: Path::new("/"),
+            stdio: [1, 0, 0],
+            setup: ChildSetup::Shell { status_fd: 63 },
+            place: Place::Namespace([-1; 3]),
+        };
+        let exec = Exec::new(&launch).unwrap();
+        let parent = std::process::id();
+        // SAFETY: the child runs only async-signal-safe calls (dup2, then
+        // `program_child`), as in the runtime's own launches.
+        let pid = unsafe { raw_fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            unsafe {
+                if libc::dup2(output_w, 0) < 0
+                    || libc::dup2(devnull, 1) < 0
+                    || libc::dup2(errors_w, 62) < 0
+                    || libc::dup2(status_w, 63) < 0
+                {
+                    libc::_exit(126);
+                }
+                program_child(
+                    &exec,
+                    launch.stdio,
+                    launch.setup,
+                    -1,
+                    62,
+                    Parent::Runtime(parent),
+                );
+            }
+        }
+        for fd in [output_w, status_w, errors_w, devnull] {
+            drop(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+        let mut text = String::new();
+        output.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "on-stdout\n");
+        text.clear();
+        status.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "on-status\n");
+        let mut errno = Vec::new();
+        errors.read_to_end(&mut errno).unwrap();
+        assert!(errno.is_empty(), "the exec failed: {errno:?}");
+        let mut code = 0;
+        assert_eq!(unsafe { libc::waitpid(pid, &mut code, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(code) && libc::WEXITSTATUS(code) == 0,
+            "{code}"
+        );
     }
 }

@@ -67,7 +67,7 @@ impl ProcessSessionId {
     /// SIGKILLs every group of the session, rescanning until no live member
     /// is left or `deadline` passes. Returns whether the session is empty.
     pub fn kill_all(self, deadline: Duration) -> bool {
-        let until = Instant::now() + deadline;
+        let until = shellvisor_protocol::deadline_after(deadline);
         loop {
             if self.signal(Signal::Kill) == 0 && self.live_members().is_empty() {
                 return true;
@@ -181,12 +181,37 @@ impl SessionGuard {
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
-        if self.armed {
-            if !self.session.kill_all(DROP_KILL_DEADLINE) {
-                tracing::warn!(session = ?self.session, "terminal session still has members after SIGKILL");
-            }
-            self.release();
+        if !self.armed {
+            return;
         }
+        self.armed = false;
+        let kill = LastKill {
+            session: self.session,
+            registry: Arc::clone(&self.registry),
+        };
+        // The kill rescans `/proc` and sleeps between passes: never on an
+        // async worker. A blocking task that never runs (the runtime shutting
+        // down) drops `kill`, which kills then; outside a runtime, here.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            drop(handle.spawn_blocking(move || drop(kill)));
+        }
+    }
+}
+
+/// SIGKILLs a dropped guard's session, wherever it is dropped, then
+/// forgets it (the session stays registered until then, so the runtime's
+/// own last sweep still sees it).
+struct LastKill {
+    session: ProcessSessionId,
+    registry: Arc<ProcessRegistry>,
+}
+
+impl Drop for LastKill {
+    fn drop(&mut self) {
+        if !self.session.kill_all(DROP_KILL_DEADLINE) {
+            tracing::warn!(session = ?self.session, "terminal session still has members after SIGKILL");
+        }
+        self.registry.remove_session(self.session.as_raw());
     }
 }
 
@@ -254,5 +279,61 @@ mod tests {
         assert!(sid.kill_all(Duration::from_secs(5)));
         leader.wait().unwrap();
         assert!(sid.live_members().is_empty());
+    }
+
+    /// A session of its own with a `sleep` in it.
+    fn sleeping_session() -> (std::process::Child, ProcessSessionId) {
+        use std::os::unix::process::CommandExt;
+        #[allow(unsafe_code)]
+        let leader = unsafe {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .pre_exec(|| {
+                    if libc::setsid() < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                })
+                .spawn()
+                .unwrap()
+        };
+        let sid = ProcessSessionId::new(i32::try_from(leader.id()).unwrap()).unwrap();
+        (leader, sid)
+    }
+
+    /// A guard dropped on an async worker kills its session off the worker
+    /// (and still kills it); dropped outside a runtime, right there.
+    #[test]
+    fn a_dropped_guard_kills_its_session_inside_and_outside_a_runtime() {
+        let registry = ProcessRegistry::new();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let (mut inside, sid) = sleeping_session();
+        let guard = SessionGuard::new(sid, Arc::clone(&registry));
+        let worker = runtime.block_on(async move {
+            tokio::spawn(async move {
+                drop(guard);
+                std::thread::current().id()
+            })
+            .await
+            .unwrap()
+        });
+        assert_ne!(worker, std::thread::current().id());
+        inside.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !registry.is_empty() {
+            assert!(Instant::now() < deadline, "the session stayed registered");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(runtime);
+
+        let (mut outside, sid) = sleeping_session();
+        // Outside a runtime the kill is done before `drop` returns.
+        drop(SessionGuard::new(sid, Arc::clone(&registry)));
+        assert_eq!(registry.len(), 0);
+        let status = outside.wait().unwrap();
+        assert!(!status.success(), "{status:?}");
     }
 }

@@ -140,7 +140,7 @@ impl RunIdentity {
     /// SIGKILLs the leader and the run's processes, rescanning until none is
     /// left or `deadline` passes. Returns whether none is left.
     pub fn kill_all(&self, deadline: std::time::Duration) -> bool {
-        let until = std::time::Instant::now() + deadline;
+        let until = shellvisor_protocol::deadline_after(deadline);
         loop {
             if self.signal(Signal::Kill) == 0 {
                 return true;

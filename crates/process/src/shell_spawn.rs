@@ -110,6 +110,7 @@ pub fn spawn_shell(
         }
     }
     let mut command = Command::new(&spec.program);
+    std::os::unix::process::CommandExt::arg0(&mut command, crate::launch::arg0(&spec.program));
     command
         .arg("--noprofile")
         .arg("--norc")

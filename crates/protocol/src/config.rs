@@ -36,8 +36,10 @@ pub struct Config {
     /// Default: a fresh `shellvisor-<random>` directory (mode 0700) under
     /// `$XDG_RUNTIME_DIR`, `/dev/shm`, or the temporary directory, removed at shutdown.
     pub runtime_dir: Option<PathBuf>,
-    /// Directory for output artifacts. Default: `artifacts/` inside the
-    /// runtime directory (so removed at shutdown); set it to keep artifacts.
+    /// Directory for output artifacts (kept after their job and after
+    /// shutdown). Default: a fresh `shellvisor-artifacts-<random>` directory
+    /// on a disk (the temporary directory, else `/var/tmp`, whichever is not
+    /// tmpfs), removed at shutdown, its artifacts deleted with their jobs.
     pub artifacts_dir: Option<PathBuf>,
 }
 
@@ -45,7 +47,8 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ShellConfig {
-    /// The bash executable (looked up on `PATH` when not absolute).
+    /// The bash executable (looked up once, at start, on the runtime's
+    /// `PATH` when it has no `/`; then used by absolute path).
     pub program: PathBuf,
     /// Start shells with the runtime's own environment (minus the reserved
     /// names). When false, shells start with only `PATH`, `HOME` and the
@@ -142,6 +145,12 @@ pub struct OutputConfig {
     /// its last lines (up to 25%), cut at line boundaries, and points at the
     /// artifact that holds all of it.
     pub inline_bytes: usize,
+    /// Artifact bytes one session may hold on disk; a spill that would pass
+    /// it is given up (its file deleted) and the result says so. Artifacts
+    /// are deleted with their job (evicted, or its session closed).
+    pub max_artifact_bytes_per_session: u64,
+    /// Artifact bytes all sessions together may hold on disk.
+    pub max_artifact_bytes: u64,
 }
 
 /// The reference tool's follow-up line for a background job.
@@ -156,6 +165,8 @@ impl Default for OutputConfig {
             stream_throttle_ms: 50,
             stream_max_event_bytes: 64 * 1024,
             inline_bytes: 50 * 1024,
+            max_artifact_bytes_per_session: 1024 * 1024 * 1024,
+            max_artifact_bytes: 4 * 1024 * 1024 * 1024,
         }
     }
 }
@@ -279,8 +290,8 @@ impl Default for JobsConfig {
     }
 }
 
-/// How long sessions live.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// How many sessions and shells there may be, and how long sessions live.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SessionsConfig {
     /// Close a session that has had no call for this many seconds while no
@@ -289,6 +300,24 @@ pub struct SessionsConfig {
     /// `0` (the library's default) never closes one; `shellvisor mcp`
     /// closes idle sessions after 30 minutes unless this is set.
     pub idle_close_secs: u64,
+    /// Sessions the runtime holds at once; a call naming a new session
+    /// beyond it gets `session_limit_reached`. At least 1.
+    pub max_sessions: usize,
+    /// Shells one session runs at once: its primary, a standby, one per
+    /// overlapping call or async run, and released shells that processes
+    /// left running (`server &`) keep alive. A run that needs one more gets
+    /// `shell_limit_reached`. At least 1.
+    pub max_shells_per_session: usize,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        Self {
+            idle_close_secs: 0,
+            max_sessions: 1024,
+            max_shells_per_session: 128,
+        }
+    }
 }
 
 impl SessionsConfig {

@@ -31,6 +31,10 @@ pub enum ErrorCode {
     JobNotFound,
     /// The running-job cap is reached.
     JobLimitReached,
+    /// The runtime holds as many sessions as allowed.
+    SessionLimitReached,
+    /// The session runs as many shells as allowed.
+    ShellLimitReached,
     /// The session already runs as many PTY runs as allowed.
     PtyBusy,
     /// The job does not run on a pseudo-terminal (input, keys, resize and
@@ -64,6 +68,8 @@ impl ErrorCode {
             ErrorCode::SessionNotFound => "session_not_found",
             ErrorCode::JobNotFound => "job_not_found",
             ErrorCode::JobLimitReached => "job_limit_reached",
+            ErrorCode::SessionLimitReached => "session_limit_reached",
+            ErrorCode::ShellLimitReached => "shell_limit_reached",
             ErrorCode::PtyBusy => "pty_busy",
             ErrorCode::NotInteractive => "not_interactive",
             ErrorCode::InputRejected => "input_rejected",
@@ -166,6 +172,26 @@ pub enum Error {
         /// The cap that was reached.
         limit: usize,
     },
+    /// Returned when a call names a new session while the runtime holds
+    /// `sessions.max_sessions` of them. Close one (or let idle ones close).
+    #[error("Session limit reached ({limit} sessions). Close a session or reuse one.")]
+    SessionLimitReached {
+        /// The cap that was reached.
+        limit: usize,
+    },
+    /// Returned when a run needs a shell of its own (a call while the
+    /// session's shell is busy, or an async run) and the session already
+    /// runs `sessions.max_shells_per_session` shells, counting those kept
+    /// alive by processes earlier commands left running.
+    #[error(
+        "Shell limit reached for session {session} ({limit} shells). Wait for a call to finish or kill a job."
+    )]
+    ShellLimitReached {
+        /// The session.
+        session: String,
+        /// The cap that was reached.
+        limit: usize,
+    },
     /// Returned for a `pty` run when the session already runs as many PTY
     /// runs as allowed (the reference's text). Retry after one ends.
     #[error("PTY session already running")]
@@ -226,6 +252,8 @@ impl Error {
             Error::SessionNotFound { .. } => ErrorCode::SessionNotFound,
             Error::JobNotFound { .. } => ErrorCode::JobNotFound,
             Error::JobLimitReached { .. } => ErrorCode::JobLimitReached,
+            Error::SessionLimitReached { .. } => ErrorCode::SessionLimitReached,
+            Error::ShellLimitReached { .. } => ErrorCode::ShellLimitReached,
             Error::PtyBusy { .. } => ErrorCode::PtyBusy,
             Error::NotInteractive { .. } => ErrorCode::NotInteractive,
             Error::InputRejected { .. } => ErrorCode::InputRejected,
@@ -277,6 +305,8 @@ mod tests {
             ErrorCode::InvalidRequest,
             ErrorCode::ShellUnavailable,
             ErrorCode::JobNotFound,
+            ErrorCode::SessionLimitReached,
+            ErrorCode::ShellLimitReached,
             ErrorCode::ActorGone,
         ] {
             let json = serde_json::to_string(&code).unwrap();

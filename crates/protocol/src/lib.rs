@@ -15,6 +15,7 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod config;
+mod deadline;
 mod error;
 mod event;
 mod ids;
@@ -35,6 +36,7 @@ pub use config::RestartConfig;
 pub use config::SessionsConfig;
 pub use config::ShellConfig;
 pub use config::TimeoutConfig;
+pub use deadline::deadline_after;
 pub use error::Error;
 pub use error::ErrorCode;
 pub use error::Result;

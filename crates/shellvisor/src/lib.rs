@@ -28,6 +28,8 @@ pub use runtime::RuntimeBuilder;
 pub use session::RunHandle;
 pub use session::Session;
 pub use session::Subscription;
+pub use shellvisor_actor_pty::MAX_KEY_NAME_BYTES;
+pub use shellvisor_actor_pty::key_bytes;
 pub use shellvisor_policy::QUIET_LOG_TARGETS;
 pub use shellvisor_policy::SkillResolver;
 pub use shellvisor_policy::UrlResolver;
@@ -68,6 +70,7 @@ pub use shellvisor_protocol::TerminalSize;
 pub use shellvisor_protocol::TimeoutConfig;
 pub use shellvisor_protocol::TimeoutInfo;
 pub use shellvisor_protocol::Truncation;
+pub use shellvisor_protocol::deadline_after;
 
 /// The repository README's examples, compiled and run as doc tests.
 #[doc = include_str!("../../../README.md")]

@@ -129,7 +129,7 @@ impl PtyHandle {
     /// As [`PtyHandle::state`].
     pub async fn wait_for_input(&self, timeout: Duration) -> Result<bool> {
         let mut events = self.session.subscribe();
-        let deadline = Instant::now() + timeout;
+        let deadline = shellvisor_protocol::deadline_after(timeout);
         loop {
             match self.state().await? {
                 PtyState::AwaitingInput => return Ok(true),

@@ -1,5 +1,6 @@
 //! The runtime handle.
 
+use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -23,6 +24,7 @@ use shellvisor_process::ProcessRegistry;
 use shellvisor_process::Spawner;
 use shellvisor_process::contain::Containment;
 use shellvisor_process::contain::ContainmentOptions;
+use shellvisor_process::find_program;
 use shellvisor_process::pty::PortablePty;
 use shellvisor_process::pty::PtyBackend;
 use shellvisor_protocol::Config;
@@ -30,6 +32,7 @@ use shellvisor_protocol::ContainmentReport;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::SessionId;
+use shellvisor_run::ArtifactBudget;
 use shellvisor_run::RuntimeContext;
 
 use crate::session::Session;
@@ -51,6 +54,8 @@ pub(crate) struct RuntimeInner {
     ctx: Arc<RuntimeContext>,
     running_jobs: Arc<AtomicUsize>,
     shut_down: AtomicBool,
+    /// Where artifacts go (the directory itself is the supervisor's).
+    artifacts_dir: PathBuf,
 }
 
 /// Builds a [`Runtime`] with host extensions, such as resolvers for internal
@@ -61,6 +66,11 @@ pub struct RuntimeBuilder {
     resolvers: Vec<Arc<dyn UrlResolver>>,
     pty_backend: Arc<dyn PtyBackend>,
 }
+
+/// Name prefix of a runtime's private directory (scripts, FIFOs, sessions).
+const RUNTIME_DIR_PREFIX: &str = "shellvisor-";
+/// Name prefix of a runtime's artifacts directory on a disk.
+const ARTIFACTS_DIR_PREFIX: &str = "shellvisor-artifacts-";
 
 impl RuntimeBuilder {
     /// Resolves `<scheme>://` URLs in commands, env values and cwds with
@@ -112,19 +122,36 @@ impl Runtime {
     }
 
     async fn start_with(
-        config: Config,
+        mut config: Config,
         resolvers: Vec<Arc<dyn UrlResolver>>,
         pty_backend: Arc<dyn PtyBackend>,
     ) -> Result<Runtime> {
-        let runtime_dir = match &config.runtime_dir {
-            Some(parent) => {
-                std::fs::create_dir_all(parent)
-                    .map_err(|err| Error::io("creating the runtime directory", &err))?;
-                PrivateDir::create_unique(parent, "shellvisor-")
-            }
-            None => PrivateDir::create_unique(&PrivateDir::default_parent(), "shellvisor-"),
+        let base_env = base_env(
+            std::env::vars_os(),
+            config.shell.inherit_env,
+            &config.shell.env,
+        );
+        // Once, on the runtime's PATH: a session's `export PATH=...` must not
+        // decide where its next shell comes from.
+        let path_var = base_env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v);
+        config.shell.program =
+            find_program(&config.shell.program, path_var).map_err(|err| Error::Spawn {
+                what: "the shell".to_owned(),
+                message: err.to_string(),
+            })?;
+        // The directories of runtimes that were killed before they could
+        // remove them go first (nothing holds their lock any more).
+        let runtime_parent = config
+            .runtime_dir
+            .clone()
+            .unwrap_or_else(PrivateDir::default_parent);
+        if config.runtime_dir.is_some() {
+            std::fs::create_dir_all(&runtime_parent)
+                .map_err(|err| Error::io("creating the runtime directory", &err))?;
         }
-        .map_err(|err| Error::io("creating the runtime directory", &err))?;
+        let swept = PrivateDir::sweep_dead(&runtime_parent, RUNTIME_DIR_PREFIX);
+        let runtime_dir = PrivateDir::create_unique(&runtime_parent, RUNTIME_DIR_PREFIX)
+            .map_err(|err| Error::io("creating the runtime directory", &err))?;
         let artifacts_dir = match &config.artifacts_dir {
             Some(dir) => {
                 let name = format!(
@@ -134,9 +161,20 @@ impl Runtime {
                 );
                 PrivateDir::existing(dir.join(name))
             }
-            None => runtime_dir
-                .subdir("artifacts")
-                .and_then(PrivateDir::existing),
+            // Artifacts can be large: on a disk, not in RAM, where there is one.
+            None => match PrivateDir::disk_parent() {
+                Some(parent) => {
+                    let swept_artifacts = PrivateDir::sweep_dead(&parent, ARTIFACTS_DIR_PREFIX);
+                    tracing::debug!(
+                        swept = swept + swept_artifacts,
+                        "dead runtimes' directories removed"
+                    );
+                    PrivateDir::create_unique(&parent, ARTIFACTS_DIR_PREFIX)
+                }
+                None => runtime_dir
+                    .subdir("artifacts")
+                    .and_then(PrivateDir::existing),
+            },
         }
         .map_err(|err| Error::io("creating the artifacts directory", &err))?;
         let spawner = Arc::new(
@@ -182,11 +220,7 @@ impl Runtime {
                 .unwrap_or_else(default_intercept_rules);
             Interceptor::new(&rules)
         });
-        let base_env = base_env(
-            std::env::vars_os(),
-            config.shell.inherit_env,
-            &config.shell.env,
-        );
+        let artifacts = ArtifactBudget::runtime(config.output.max_artifact_bytes);
         let ctx = Arc::new(RuntimeContext {
             config,
             spawner: Arc::clone(&spawner),
@@ -198,7 +232,9 @@ impl Runtime {
             interceptor,
             resolvers,
             pty_backend,
+            artifacts,
         });
+        let artifacts_path = artifacts_dir.path().to_path_buf();
         let args = SupervisorArgs {
             ctx: Arc::clone(&ctx),
             runtime_dir: Arc::new(runtime_dir),
@@ -217,6 +253,7 @@ impl Runtime {
                 ctx,
                 running_jobs,
                 shut_down: AtomicBool::new(false),
+                artifacts_dir: artifacts_path,
             }),
         })
     }
@@ -291,6 +328,19 @@ impl Runtime {
     /// groups only (`process_groups`).
     pub fn containment(&self) -> ContainmentReport {
         self.inner.ctx.containment.report()
+    }
+
+    /// Where output artifacts are written (`output.artifacts_dir`, else a
+    /// private directory on a disk, removed at shutdown).
+    pub fn artifacts_dir(&self) -> &Path {
+        &self.inner.artifacts_dir
+    }
+
+    /// Whether the artifacts directory is memory-backed (tmpfs or ramfs):
+    /// only when no temporary directory on a disk was writable, or the
+    /// configured one is.
+    pub fn artifacts_in_memory(&self) -> bool {
+        shellvisor_process::is_memory_backed(self.artifacts_dir())
     }
 }
 

@@ -159,7 +159,7 @@ impl LiveShell {
                     // (a kill right at the run's start) missed that TERM.
                     identity.signal(Signal::Term);
                     identity.signal(Signal::Cont);
-                    let until = std::time::Instant::now() + grace;
+                    let until = shellvisor_protocol::deadline_after(grace);
                     while std::time::Instant::now() < until {
                         if identity.live_processes().is_empty() {
                             let _ = myself.cast(ShellMsg::RunKilled);

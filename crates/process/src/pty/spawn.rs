@@ -87,6 +87,7 @@ pub fn spawn_on_terminal(
         }
     }
     let mut command = Command::new(&spec.program);
+    std::os::unix::process::CommandExt::arg0(&mut command, crate::launch::arg0(&spec.program));
     command
         .args(&spec.args)
         .env_clear()
