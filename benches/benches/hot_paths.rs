@@ -164,12 +164,37 @@ fn run_tracking(c: &mut Criterion) {
     group.finish();
 }
 
+/// A released shell counting what its commands left running: every
+/// process on the machine (`/proc`) against the session's own, as its
+/// cgroup lists them. The ratio grows with the machine's process count.
+fn member_count(c: &mut Criterion) {
+    use std::os::unix::process::CommandExt;
+    let mut child = std::process::Command::new("sleep")
+        .arg("600")
+        .process_group(0)
+        .spawn()
+        .expect("sleep");
+    let pid = i32::try_from(child.id()).expect("pid");
+    let group = shellvisor_process::ProcessGroupId::new(pid).expect("group");
+    // What a session cgroup holds: a shell, its `server &`, a few more.
+    let session = [pid, pid + 1, pid + 2, pid + 3];
+    let mut bench = c.benchmark_group("member_count");
+    bench.bench_function("scan_proc", |b| b.iter(|| black_box(group.live_members())));
+    bench.bench_function("session_cgroup_pids", |b| {
+        b.iter(|| black_box(group.live_members_among(session)))
+    });
+    bench.finish();
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 criterion_group!(
     benches,
     status_parser,
     head_tail,
     sanitizer,
     policy,
-    run_tracking
+    run_tracking,
+    member_count
 );
 criterion_main!(benches);

@@ -20,6 +20,7 @@ use shellvisor_process::ShellFiles;
 use shellvisor_process::ShellRecord;
 use shellvisor_process::StatusReader;
 use shellvisor_process::StdinProbe;
+use shellvisor_process::contain::SessionContainment;
 use shellvisor_process::script::WRAPPER_BUILTINS;
 use shellvisor_process::spawn_shell;
 use shellvisor_protocol::random_token;
@@ -61,6 +62,8 @@ pub(crate) struct LiveShell {
     /// its commands left running.
     child_poll: Duration,
     group: GroupGuard,
+    /// The session's cgroup or namespaces: where its processes are listed.
+    containment: Option<SessionContainment>,
     files: ShellFiles,
     writer: CommandWriter,
     /// Names this shell in its runs' markers (not secret, unlike nonces).
@@ -214,6 +217,7 @@ impl LiveShell {
             kill_grace: args.ctx.config.timeouts.kill_grace(),
             child_poll: Duration::from_millis(args.ctx.config.jobs.child_poll_ms.max(10)),
             group,
+            containment: args.spawn.containment.clone(),
             files,
             writer,
             shell_id,

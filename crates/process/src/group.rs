@@ -84,6 +84,29 @@ impl ProcessGroupId {
             .filter_map(|(pid, fields)| (fields.pgrp == target).then_some(pid))
             .collect()
     }
+
+    /// [`ProcessGroupId::live_members`], looking only at the session's own
+    /// processes when its cgroup lists them: the cost follows the session's
+    /// processes, not the machine's.
+    pub fn live_members_in(self, session: Option<&crate::contain::SessionContainment>) -> Vec<i32> {
+        match session.and_then(crate::contain::SessionContainment::pids) {
+            Some(pids) => self.live_members_among(pids),
+            None => self.live_members(),
+        }
+    }
+
+    /// The members of the group among `pids` (zombies excluded).
+    pub fn live_members_among(self, pids: impl IntoIterator<Item = i32>) -> Vec<i32> {
+        let target = self.as_raw();
+        pids.into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|stat| crate::posix_session::stat_fields(&stat))
+                    .is_some_and(|fields| fields.pgrp == target && fields.state != 'Z')
+            })
+            .collect()
+    }
 }
 
 impl fmt::Debug for ProcessGroupId {
@@ -248,6 +271,34 @@ impl Drop for GroupGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn members_among_given_pids_are_the_group_s_live_ones() {
+        use std::os::unix::process::CommandExt;
+        let mut member = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(member.id()).unwrap();
+        let other_pid = i32::try_from(other.id()).unwrap();
+        let group = ProcessGroupId::new(pid).unwrap();
+        let listed = [other_pid, pid, i32::MAX];
+        assert_eq!(group.live_members_among(listed), vec![pid]);
+        assert_eq!(group.live_members_in(None), vec![pid], "no cgroup: /proc");
+        member.kill().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !group.live_members_among(listed).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "a zombie counted");
+        }
+        member.wait().unwrap();
+        other.kill().unwrap();
+        other.wait().unwrap();
+    }
 
     #[test]
     fn live_members_finds_a_group_and_skips_zombies() {

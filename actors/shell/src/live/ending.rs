@@ -194,11 +194,12 @@ impl LiveShell {
     /// actor's thread (it reads `/proc`, which is slow), and reports back.
     pub(crate) fn count_children(&self, myself: &ActorRef<ShellMsg>) {
         let group = self.group.group();
+        let containment = self.containment.clone();
         let myself = myself.clone();
         tokio::task::spawn_blocking(move || {
             let shell_pid = group.as_raw();
             let others = group
-                .live_members()
+                .live_members_in(containment.as_ref())
                 .into_iter()
                 .filter(|pid| *pid != shell_pid)
                 .count();
@@ -210,9 +211,13 @@ impl LiveShell {
     /// actor's thread.
     pub(crate) fn report_occupied(&self, reply: ractor::RpcReplyPort<bool>) {
         let group = self.group.group();
+        let containment = self.containment.clone();
         tokio::task::spawn_blocking(move || {
             let shell_pid = group.as_raw();
-            let occupied = group.live_members().into_iter().any(|pid| pid != shell_pid);
+            let occupied = group
+                .live_members_in(containment.as_ref())
+                .into_iter()
+                .any(|pid| pid != shell_pid);
             let _ = reply.send(occupied);
         });
     }

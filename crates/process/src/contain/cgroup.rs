@@ -311,6 +311,18 @@ impl SessionCgroup {
         }
     }
 
+    /// The pids in the cgroup (`cgroup.procs`), or `None` if it cannot
+    /// be read.
+    pub fn pids(&self) -> Option<Vec<i32>> {
+        let procs = fs::read_to_string(self.dir.join("cgroup.procs")).ok()?;
+        Some(
+            procs
+                .lines()
+                .filter_map(|line| line.trim().parse().ok())
+                .collect(),
+        )
+    }
+
     /// Live processes in the cgroup.
     pub fn process_count(&self) -> usize {
         fs::read_to_string(self.dir.join("cgroup.procs"))

@@ -70,6 +70,15 @@ pub enum SessionContainment {
 }
 
 impl SessionContainment {
+    /// Every process of the session, from its cgroup (a short file, not a
+    /// scan of `/proc`); `None` where the session has no cgroup.
+    pub fn pids(&self) -> Option<Vec<i32>> {
+        match self {
+            SessionContainment::Cgroup(cgroup) => cgroup.pids(),
+            SessionContainment::Namespace(_) => None,
+        }
+    }
+
     /// Where a child of the session is created.
     pub(crate) fn place(&self) -> crate::launch::Place {
         match self {
