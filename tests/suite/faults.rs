@@ -83,3 +83,41 @@ async fn a_fork_bomb_is_bounded_and_does_not_starve_another_session() {
     rt.assert_only_idle_shells_within(Duration::from_secs(5))
         .await;
 }
+
+/// A root supervisor that dies of a bug is replaced: the runtime keeps
+/// serving (it does not answer `shutting_down` forever), the dead one's
+/// sessions and their processes are gone, and their ids open afresh.
+#[tokio::test]
+async fn a_dead_root_supervisor_is_replaced_and_its_sessions_end() {
+    let rt = TestRuntime::start().await;
+    let before = rt.session("before").await;
+    run(&before, "export KEPT=1; sleep 301 &").await;
+    rt.wait_for_processes(Duration::from_secs(10), "the sleep never started", |live| {
+        live.iter().any(|(_, cmd)| cmd.trim() == "sleep 301")
+    })
+    .await;
+    rt.runtime.panic_root_supervisor();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let after = loop {
+        match rt.runtime.session("after").await {
+            Ok(session) => break session,
+            Err(err) => {
+                assert_ne!(err.code(), shellvisor::ErrorCode::ShuttingDown, "{err}");
+                assert!(Instant::now() < deadline, "never served again: {err}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert_eq!(run(&after, "echo served").await.output, "served\n");
+    // The old sessions went with their supervisor, processes and all.
+    rt.wait_for_processes(
+        Duration::from_secs(10),
+        "the dead supervisor's session lived on",
+        |live| live.iter().all(|(_, cmd)| cmd.trim() != "sleep 301"),
+    )
+    .await;
+    let again = rt.session("before").await;
+    assert_eq!(run(&again, "echo ${KEPT:-fresh}").await.output, "fresh\n");
+    rt.runtime.shutdown().await;
+    rt.assert_no_processes_within(Duration::from_secs(10)).await;
+}

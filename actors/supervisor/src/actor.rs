@@ -33,7 +33,7 @@ const SESSION_STOP_TIMEOUT: Duration = Duration::from_secs(15);
 pub struct Supervisor;
 
 /// What the root supervisor needs.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct SupervisorArgs {
     /// The runtime (configuration, spawner, registry, containment, host
     /// extensions), shared with every actor below.
@@ -83,6 +83,8 @@ impl Actor for Supervisor {
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
+            #[cfg(feature = "chaos")]
+            SupervisorMsg::Panic => panic!("chaos: a panic injected into the root supervisor"),
             SupervisorMsg::OpenSession { id, reply } => {
                 let _ = reply.send(state.open(&myself, id).await);
             }

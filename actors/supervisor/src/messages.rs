@@ -28,6 +28,10 @@ pub enum SupervisorMsg {
     },
     /// Close every session, refuse new ones, and answer once all are closed.
     Shutdown(RpcReplyPort<()>),
+    /// Fault injection for tests (feature `chaos`): the handler panics, as
+    /// a bug would.
+    #[cfg(feature = "chaos")]
+    Panic,
 }
 
 /// A live session: its actor and its event channel.

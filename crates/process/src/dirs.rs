@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// A directory with mode 0700, removed (with its contents) when dropped if it
 /// was created by [`PrivateDir::create_unique`].
 ///
-/// A unique directory holds an exclusive `flock` on its lock file for
+/// An owned directory ([`PrivateDir::create_owned`]) holds an exclusive `flock` on its lock file for
 /// as long as the process lives, so [`PrivateDir::sweep_dead`] can tell the
 /// directory of a runtime that was killed (`kill -9`, a crash) from one in use
 /// (the lock file is `.owner-lock`).
@@ -35,13 +35,24 @@ impl PrivateDir {
         let name = format!("{prefix}{}", shellvisor_protocol::random_token(8)?);
         let path = parent.join(name);
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        let mut dir = Self {
+        let dir = Self {
             path,
             remove_on_drop: true,
             _lock: None,
         };
         // umask may only narrow the mode; make it exact anyway.
         std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o700))?;
+        Ok(dir)
+    }
+
+    /// [`PrivateDir::create_unique`], holding the lock that tells
+    /// [`PrivateDir::sweep_dead`] its owner lives, for a directory that
+    /// must not outlive the process however it ends.
+    ///
+    /// # Errors
+    /// When the directory or its lock file cannot be created.
+    pub fn create_owned(parent: &Path, prefix: &str) -> io::Result<Self> {
+        let mut dir = Self::create_unique(parent, prefix)?;
         let lock = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)

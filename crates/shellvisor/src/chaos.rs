@@ -76,6 +76,15 @@ fn kind_of(cell: &ActorCell) -> Option<ActorKind> {
 }
 
 impl Runtime {
+    /// Makes the root supervisor panic inside a handler, as a bug would;
+    /// the next call that needs it starts another.
+    pub fn panic_root_supervisor(&self) {
+        let _ = self
+            .inner
+            .root_cell()
+            .send_message(shellvisor_actor_supervisor::SupervisorMsg::Panic);
+    }
+
     /// Every live actor under the root supervisor, with its kind.
     pub fn actors(&self) -> Vec<ActorHandle> {
         let mut found = Vec::new();

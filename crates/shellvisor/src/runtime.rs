@@ -50,7 +50,13 @@ pub struct Runtime {
 
 #[derive(Debug)]
 pub(crate) struct RuntimeInner {
-    root: ActorRef<SupervisorMsg>,
+    /// The root supervisor; replaced if it dies (see [`RuntimeInner::revive`]).
+    root: std::sync::RwLock<ActorRef<SupervisorMsg>>,
+    /// What a replacement root supervisor starts with (taken at shutdown,
+    /// so the runtime's directories go with the last supervisor).
+    supervisor_args: std::sync::Mutex<Option<SupervisorArgs>>,
+    /// One revival at a time.
+    reviving: tokio::sync::Mutex<()>,
     ctx: Arc<RuntimeContext>,
     running_jobs: Arc<AtomicUsize>,
     shut_down: AtomicBool,
@@ -150,7 +156,7 @@ impl Runtime {
                 .map_err(|err| Error::io("creating the runtime directory", &err))?;
         }
         let swept = PrivateDir::sweep_dead(&runtime_parent, RUNTIME_DIR_PREFIX);
-        let runtime_dir = PrivateDir::create_unique(&runtime_parent, RUNTIME_DIR_PREFIX)
+        let runtime_dir = PrivateDir::create_owned(&runtime_parent, RUNTIME_DIR_PREFIX)
             .map_err(|err| Error::io("creating the runtime directory", &err))?;
         let artifacts_dir = match &config.artifacts_dir {
             Some(dir) => {
@@ -169,7 +175,7 @@ impl Runtime {
                         swept = swept + swept_artifacts,
                         "dead runtimes' directories removed"
                     );
-                    PrivateDir::create_unique(&parent, ARTIFACTS_DIR_PREFIX)
+                    PrivateDir::create_owned(&parent, ARTIFACTS_DIR_PREFIX)
                 }
                 None => runtime_dir
                     .subdir("artifacts")
@@ -241,7 +247,7 @@ impl Runtime {
             artifacts_dir: Arc::new(artifacts_dir),
             running_jobs: Arc::clone(&running_jobs),
         };
-        let (root, _) = Actor::spawn(None, Supervisor, args)
+        let (root, _) = Actor::spawn(None, Supervisor, args.clone())
             .await
             .map_err(|err| Error::Spawn {
                 what: "supervisor".to_owned(),
@@ -249,7 +255,9 @@ impl Runtime {
             })?;
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
-                root,
+                root: std::sync::RwLock::new(root),
+                supervisor_args: std::sync::Mutex::new(Some(args)),
+                reviving: tokio::sync::Mutex::new(()),
                 ctx,
                 running_jobs,
                 shut_down: AtomicBool::new(false),
@@ -276,7 +284,7 @@ impl Runtime {
         let id = id.into();
         let _ = self
             .inner
-            .root
+            .root()
             .call(
                 |reply| SupervisorMsg::CloseSession { id, reply },
                 Some(SHUTDOWN_TIMEOUT),
@@ -309,14 +317,20 @@ impl Runtime {
         }
         let _ = self
             .inner
-            .root
+            .root()
             .call(SupervisorMsg::Shutdown, Some(SHUTDOWN_TIMEOUT))
             .await;
         let _ = self
             .inner
-            .root
+            .root()
             .stop_and_wait(Some("runtime shutdown".to_owned()), Some(SHUTDOWN_TIMEOUT))
             .await;
+        // No revival after this; the directories go with the supervisor.
+        self.inner
+            .supervisor_args
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         self.inner.ctx.registry.kill_all();
         self.inner.ctx.spawner.shutdown();
         let containment = Arc::clone(&self.inner.ctx.containment);
@@ -348,7 +362,56 @@ impl RuntimeInner {
     /// The root supervisor's cell (for fault injection).
     #[cfg(feature = "chaos")]
     pub(crate) fn root_cell(&self) -> ractor::ActorCell {
-        self.root.get_cell()
+        self.root().get_cell()
+    }
+
+    /// The root supervisor now.
+    fn root(&self) -> ActorRef<SupervisorMsg> {
+        self.root
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The root supervisor `dead` stopped without a shutdown (a bug, a
+    /// panic): its sessions go (their processes are killed with them) and a
+    /// new root takes calls, so the runtime keeps serving instead of
+    /// answering `shutting_down` forever. Sessions opened before start
+    /// afresh; a handle to one of them gets `actor_gone`.
+    async fn revive(&self, dead: &ActorRef<SupervisorMsg>) -> Result<()> {
+        let _one = self.reviving.lock().await;
+        if self.root().get_id() != dead.get_id() {
+            return Ok(());
+        }
+        if matches!(
+            dead.get_status(),
+            ractor::ActorStatus::Running
+                | ractor::ActorStatus::Starting
+                | ractor::ActorStatus::Upgrading
+        ) {
+            return Ok(());
+        }
+        tracing::error!("the root supervisor died; starting another (open sessions are lost)");
+        for session in dead.get_children() {
+            session.stop(Some("the root supervisor died".to_owned()));
+        }
+        let args = self
+            .supervisor_args
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .ok_or(Error::ShuttingDown)?;
+        let (root, _) = Actor::spawn(None, Supervisor, args)
+            .await
+            .map_err(|err| Error::Spawn {
+                what: "supervisor".to_owned(),
+                message: err.to_string(),
+            })?;
+        *self
+            .root
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = root;
+        Ok(())
     }
 
     pub(crate) fn check_running(&self) -> Result<()> {
@@ -360,16 +423,21 @@ impl RuntimeInner {
     }
 
     pub(crate) async fn open(&self, id: &SessionId) -> Result<SessionEntry> {
-        self.check_running()?;
-        let id = id.clone();
-        match self
-            .root
-            .call(|reply| SupervisorMsg::OpenSession { id, reply }, None)
-            .await
-        {
-            Ok(CallResult::Success(entry)) => entry,
-            Ok(_) | Err(_) => Err(Error::ShuttingDown),
+        for first in [true, false] {
+            self.check_running()?;
+            let root = self.root();
+            let id = id.clone();
+            match root
+                .call(|reply| SupervisorMsg::OpenSession { id, reply }, None)
+                .await
+            {
+                Ok(CallResult::Success(entry)) => return entry,
+                Ok(_) | Err(_) if first => self.revive(&root).await?,
+                Ok(_) | Err(_) => {}
+            }
         }
+        self.check_running()?;
+        Err(Error::actor_gone("the root supervisor"))
     }
 }
 
@@ -377,7 +445,7 @@ impl Drop for RuntimeInner {
     fn drop(&mut self) {
         // Not shut down gracefully: kill everything now, synchronously.
         self.ctx.registry.kill_all();
-        self.root.kill();
+        self.root().kill();
         self.ctx.spawner.shutdown();
         self.ctx.containment.close();
     }
