@@ -5,6 +5,7 @@ Each scenario has its own deadline; the script exits non-zero on the first failu
 """
 
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -329,6 +330,25 @@ async def scenario_idle_sessions_close(session: ClientSession) -> None:
     await session.call_tool("session_close", {"session_id": "busy"})
 
 
+async def scenario_artifacts_live_on_disk_and_go_with_their_job(session: ClientSession) -> None:
+    # A 5 MB output's artifact is on a disk (not tmpfs), and it is deleted
+    # when its job is evicted (64 finished jobs retained per session).
+    sid = "artifacts"
+    result = await session.call_tool(
+        "bash", {"command": "head -c 5000000 /dev/zero | tr '\\0' x; echo", "session_id": sid}
+    )
+    path = result.structured_content["artifact_path"]
+    assert path and os.path.getsize(path) == 5_000_001, result.structured_content
+    kind = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True).stdout.strip()
+    assert kind not in ("tmpfs", "ramfs"), f"{path} is on {kind}"
+    for _ in range(64):
+        await session.call_tool("bash", {"command": "true", "session_id": sid})
+    deadline = time.monotonic() + 10
+    while os.path.exists(path):
+        assert time.monotonic() < deadline, f"the evicted job's artifact {path} stayed"
+        await anyio.sleep(0.05)
+
+
 AUTO_BACKGROUND_SCENARIOS = [
     scenario_tools,
     scenario_echo_and_cwd,
@@ -349,6 +369,7 @@ FOREGROUND_SCENARIOS = [
     scenario_request_limits,
     scenario_results_tell_the_truth,
     scenario_session_close,
+    scenario_artifacts_live_on_disk_and_go_with_their_job,
 ]
 IDLE_SCENARIOS = [scenario_idle_sessions_close]
 
