@@ -104,6 +104,20 @@ async def scenario_auto_background(session: ClientSession) -> None:
     assert output.structured_content["closed"] is True
 
 
+async def scenario_job_kill_answers_its_success(session: ClientSession) -> None:
+    # A kill that ended the job is the tool's success (not `isError`), with
+    # the job's final state; a later wait reads the same killed result.
+    started = await session.call_tool("bash", {"command": "sleep 60", "session_id": "kill-ok"})
+    job_id = started.structured_content["job_id"]
+    killed = await session.call_tool("job_kill", {"job_id": job_id, "session_id": "kill-ok"})
+    data = killed.structured_content
+    assert not killed.is_error, text(killed)
+    assert data["status"] == "completed" and data["killed"] is True, data
+    assert "[Command cancelled]" in text(killed), text(killed)
+    waited = await session.call_tool("job_wait", {"job_id": job_id, "session_id": "kill-ok"})
+    assert waited.is_error and waited.structured_content["killed"] is True, waited.structured_content
+
+
 async def scenario_pty(session: ClientSession) -> None:
     result = await session.call_tool(
         "bash", {"command": "read -p 'name? ' n; echo hi $n", "pty": True, "session_id": "pty"}
@@ -353,6 +367,7 @@ AUTO_BACKGROUND_SCENARIOS = [
     scenario_tools,
     scenario_echo_and_cwd,
     scenario_auto_background,
+    scenario_job_kill_answers_its_success,
     scenario_timeout_in_background,
     scenario_pty,
     scenario_write_stdin_waits_for_the_reaction,

@@ -289,7 +289,7 @@ impl ShellServer {
             &session_id,
             &job_id,
             wait_timeout(args.timeout),
-            false,
+            Asked::Wait,
         )
         .await
     }
@@ -298,8 +298,17 @@ impl ShellServer {
         let (session, session_id) = self.session(args.session_id.as_deref()).await?;
         let job_id = JobId::new(args.job_id);
         session.kill(&job_id).await?;
-        // Still running after a kill is an error worth flagging.
-        result_or_state(&session, &session_id, &job_id, Duration::from_secs(5), true).await
+        // The kill worked when the job ended, whatever its result says (a
+        // killed command's own exit is not the tool's failure); still
+        // running after it is the error worth flagging.
+        result_or_state(
+            &session,
+            &session_id,
+            &job_id,
+            Duration::from_secs(5),
+            Asked::Kill,
+        )
+        .await
     }
 
     async fn job_list(&self, args: JobListArgs) -> shellvisor::Result<CallToolResult> {
@@ -372,23 +381,33 @@ impl ServerHandler for ShellServer {
 
 /// A job's result if it finishes within `timeout`, else its current state
 /// (flagged as an error when `running_is_error`).
+/// What a caller of [`result_or_state`] asked for, which decides what
+/// counts as the tool's failure.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Asked {
+    /// The job's result: an error result is an error; still running is not.
+    Wait,
+    /// The job's end: any result is success; still running is the error.
+    Kill,
+}
+
 async fn result_or_state(
     session: &Session,
     session_id: &str,
     job_id: &JobId,
     timeout: Duration,
-    running_is_error: bool,
+    asked: Asked,
 ) -> shellvisor::Result<CallToolResult> {
     match session.wait(job_id, timeout).await? {
         Some(result) => Ok(tool_result((
             RunContent::from_result(session_id, &result),
             result.text.clone(),
-            result.is_error,
+            asked == Asked::Wait && result.is_error,
         ))),
         None => {
             let info = session.job(job_id).await?;
             let (structured, text) = RunContent::running(session_id, &info);
-            Ok(tool_result((structured, text, running_is_error)))
+            Ok(tool_result((structured, text, asked == Asked::Kill)))
         }
     }
 }
