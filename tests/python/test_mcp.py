@@ -118,6 +118,23 @@ async def scenario_job_kill_answers_its_success(session: ClientSession) -> None:
     assert waited.is_error and waited.structured_content["killed"] is True, waited.structured_content
 
 
+async def scenario_per_call_auto_background(session: ClientSession) -> None:
+    # This server does not auto-background; the call asks for it itself.
+    sid = "per-call"
+    started = time.monotonic()
+    result = await session.call_tool(
+        "bash", {"command": "sleep 3; echo x", "auto_background_after": 1, "session_id": sid}
+    )
+    elapsed = time.monotonic() - started
+    data = result.structured_content
+    assert data["status"] == "background" and elapsed < 2.5, (elapsed, data)
+    waited = await session.call_tool("job_wait", {"job_id": data["job_id"], "session_id": sid, "timeout": 20})
+    assert waited.structured_content["status"] == "completed", waited.structured_content
+    assert text(waited).count("x\n") == 1 and waited.structured_content["output_bytes"] == 2, text(waited)
+    refused = await session.call_tool("bash", {"command": "true", "auto_background_after": -1, "session_id": sid})
+    assert refused.is_error and "between 0 and 86400 seconds" in text(refused), text(refused)
+
+
 async def scenario_pty(session: ClientSession) -> None:
     result = await session.call_tool(
         "bash", {"command": "read -p 'name? ' n; echo hi $n", "pty": True, "session_id": "pty"}
@@ -378,6 +395,7 @@ AUTO_BACKGROUND_SCENARIOS = [
 ]
 FOREGROUND_SCENARIOS = [
     scenario_progress,
+    scenario_per_call_auto_background,
     scenario_timeout,
     scenario_cancel,
     scenario_state_that_breaks_the_shell,

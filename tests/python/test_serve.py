@@ -381,6 +381,22 @@ async def scenario_a_timed_out_run_loses_its_own_escapees(client: Client) -> Non
     )
 
 
+async def scenario_per_call_auto_background(client: Client) -> None:
+    # The server does not auto-background; the call asks for it itself.
+    started = time.monotonic()
+    answer = await client.call(
+        "run", {"session_id": "per-call", "request": {"command": "sleep 3; echo x", "auto_background_after": 1}}
+    )
+    assert answer["kind"] == "backgrounded" and time.monotonic() - started < 2.5, answer
+    waited = await client.call("job.wait", {"session_id": "per-call", "job_id": answer["job_id"], "timeout_ms": 20000})
+    assert waited["result"]["output"] == "x\n", waited
+    try:
+        await client.call("run", {"session_id": "per-call", "request": {"command": "true", "auto_background_after": -1}})
+        raise AssertionError("a negative auto_background_after was accepted")
+    except RpcError as err:
+        assert err.code == -32602 and "between 0 and 86400 seconds" in str(err), str(err)
+
+
 async def kill_contract() -> None:
     """The kill contract through `serve` with the default configuration (no
     auto-background: the runs time out in the foreground)."""
@@ -390,6 +406,7 @@ async def kill_contract() -> None:
         scenario_a_dev_server_outlives_later_kills,
         scenario_a_term_trap_does_not_hide_a_timeout,
         scenario_a_timed_out_run_loses_its_own_escapees,
+        scenario_per_call_auto_background,
     ]:
         started = time.monotonic()
         await asyncio.wait_for(scenario(client), SCENARIO_DEADLINE)

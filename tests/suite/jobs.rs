@@ -419,3 +419,73 @@ async fn a_started_run_names_its_job_before_it_ends_and_can_be_killed_by_it() {
     assert_eq!(refused.code(), ErrorCode::InvalidEnvName);
     rt.assert_no_sleepers_within(Duration::from_secs(5)).await;
 }
+
+/// A call's own `auto_background_after`, with auto-background off in the
+/// configuration: it backgrounds at its time, `0` at once, not when the
+/// deadline comes first, and a wait out of range is refused.
+#[tokio::test]
+async fn a_call_chooses_its_own_auto_background_wait() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("per-call").await;
+    let started = Instant::now();
+    let answer = outcome(
+        &session,
+        RunRequest::new("sleep 3; echo x").auto_background_after(Duration::from_secs(1)),
+    )
+    .await;
+    let RunOutcome::Backgrounded(job) = answer else {
+        panic!("not backgrounded: {answer:?}")
+    };
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(job.reason, BackgroundReason::Timer);
+    let result = session
+        .wait(&job.job_id, Duration::from_secs(20))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(result.output, "x\n");
+    assert!(
+        next_completion(&session, Duration::from_millis(300))
+            .await
+            .is_none(),
+        "delivered twice"
+    );
+
+    let at_once = outcome(
+        &session,
+        RunRequest::new("sleep 1; echo y").auto_background_after(Duration::ZERO),
+    )
+    .await;
+    assert!(
+        matches!(at_once, RunOutcome::Backgrounded(_)),
+        "{at_once:?}"
+    );
+
+    // The deadline first: the call waits and answers with the timeout.
+    let timed_out = outcome(
+        &session,
+        RunRequest::new("sleep 30")
+            .timeout_secs(1)
+            .auto_background_after(Duration::from_secs(5)),
+    )
+    .await;
+    let RunOutcome::Completed(result) = timed_out else {
+        panic!("backgrounded though the deadline came first: {timed_out:?}")
+    };
+    assert!(result.timed_out, "{}", result.text);
+
+    let err = session
+        .run(RunRequest::new("true").auto_background_after(Duration::from_secs(86_401)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidRequest);
+    assert_eq!(
+        err.to_string(),
+        "auto_background_after must be between 0 and 86400 seconds"
+    );
+    rt.runtime.shutdown().await;
+}

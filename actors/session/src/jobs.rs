@@ -134,12 +134,7 @@ impl SessionState {
         runner: Runner,
         caller: RunCaller,
     ) {
-        let auto_background = self
-            .args
-            .ctx
-            .config
-            .jobs
-            .auto_background_after(plan.timeout.deadline);
+        let auto_background = plan.auto_background;
         if let Runner::Shell(_) = &runner
             && self.shells.primary_held_by(&job_id)
         {

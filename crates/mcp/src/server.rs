@@ -177,7 +177,7 @@ impl ShellServer {
         context: &RequestContext<RoleServer>,
     ) -> shellvisor::Result<CallToolResult> {
         let (session, session_id) = self.session(args.session_id.as_deref()).await?;
-        let request = args.request();
+        let request = args.request()?;
         if request.run_async {
             let outcome = session.run(request).await?;
             return Ok(tool_result(RunContent::from_outcome(&session_id, &outcome)));

@@ -67,10 +67,19 @@ pub(crate) struct BashArgs {
     /// Terminal height for `pty` (default 40).
     #[serde(default)]
     pub rows: Option<u16>,
+    /// Answer with a job id if the command is still running after this
+    /// many seconds (fractions allowed; 0 answers at once as a job; at most
+    /// 86400); it goes on in the background: follow it with `job_wait`.
+    /// Default: the server's auto-background setting. When `timeout` comes
+    /// first, the call waits for the result or the timeout instead.
+    #[serde(default)]
+    pub auto_background_after: Option<f64>,
 }
 
 impl BashArgs {
-    pub(crate) fn request(&self) -> RunRequest {
+    /// The library request; an `auto_background_after` out of range is
+    /// refused with the range.
+    pub(crate) fn request(&self) -> shellvisor::Result<RunRequest> {
         let mut request = RunRequest::new(self.command.clone())
             .pty(self.pty.unwrap_or(false))
             .run_async(self.run_async.unwrap_or(false) || self.run_in_background.unwrap_or(false));
@@ -79,7 +88,18 @@ impl BashArgs {
         request.cwd = self.cwd.clone();
         request.cols = self.cols;
         request.rows = self.rows;
-        request
+        if let Some(seconds) = self.auto_background_after {
+            let limit = shellvisor::MAX_AUTO_BACKGROUND_SECS;
+            if !(0.0..=limit as f64).contains(&seconds) {
+                return Err(shellvisor::Error::InvalidRequest {
+                    message: format!(
+                        "auto_background_after must be between 0 and {limit} seconds, got {seconds}"
+                    ),
+                });
+            }
+            request.auto_background_after = Some(Duration::from_secs_f64(seconds));
+        }
+        Ok(request)
     }
 }
 

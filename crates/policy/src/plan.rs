@@ -2,9 +2,11 @@
 
 use std::path::Path;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use shellvisor_protocol::Config;
 use shellvisor_protocol::Error;
+use shellvisor_protocol::MAX_AUTO_BACKGROUND_SECS;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunRequest;
 
@@ -42,6 +44,11 @@ pub struct RunPlan {
     pub env: Vec<(String, String)>,
     /// The deadline.
     pub timeout: TimeoutDecision,
+    /// When a foreground run goes to the background: the request's own
+    /// wait if it comes before the deadline (else never), or the configured
+    /// auto-background (`min(threshold, deadline - 1 s)`, the reference's
+    /// rule). `None`: it stays in the foreground.
+    pub auto_background: Option<Duration>,
     /// Notices decided while planning (timeout clamping); the Session adds
     /// its own (a terminal fallback).
     pub notices: Vec<String>,
@@ -154,6 +161,20 @@ pub fn plan(request: &RunRequest, ctx: &PlanContext<'_>) -> Result<RunPlan> {
         })
         .transpose()?;
     let timeout = resolve_timeout(request.timeout, &ctx.config.timeouts);
+    let auto_background = match request.auto_background_after {
+        Some(after) if after > Duration::from_secs(MAX_AUTO_BACKGROUND_SECS) => {
+            return Err(Error::InvalidRequest {
+                message: format!(
+                    "auto_background_after must be between 0 and {MAX_AUTO_BACKGROUND_SECS} seconds"
+                ),
+            });
+        }
+        Some(after) => timeout
+            .deadline
+            .is_none_or(|deadline| after < deadline)
+            .then_some(after),
+        None => ctx.config.jobs.auto_background_after(timeout.deadline),
+    };
     let notices = timeout.notice.iter().cloned().collect();
     Ok(RunPlan {
         label: job_label(&request.command),
@@ -162,6 +183,7 @@ pub fn plan(request: &RunRequest, ctx: &PlanContext<'_>) -> Result<RunPlan> {
         session_cwd: ctx.session_cwd.to_path_buf(),
         env,
         timeout,
+        auto_background,
         notices,
     })
 }

@@ -45,6 +45,7 @@ pub use event::SessionEvent;
 pub use ids::JobId;
 pub use ids::SessionId;
 pub use ids::random_token;
+pub use request::MAX_AUTO_BACKGROUND_SECS;
 pub use request::RunRequest;
 pub use result::ArtifactRef;
 pub use result::BackgroundReason;

@@ -1,6 +1,7 @@
 //! What a caller asks the runtime to run.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -43,6 +44,52 @@ pub struct RunRequest {
     /// Start as a background job and answer at once with its id.
     #[serde(default, rename = "async", skip_serializing_if = "std::ops::Not::not")]
     pub run_async: bool,
+    /// Turn this foreground run into a background job after this long, in
+    /// seconds (fractions allowed; `0` answers at once with a job id; at
+    /// most 86400, a day). `None` means the configured
+    /// auto-background. A run whose deadline comes first stays in the
+    /// foreground and answers with its result or its timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "seconds")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<f64>"))]
+    pub auto_background_after: Option<Duration>,
+}
+
+/// The longest per-call auto-background wait, in seconds (a day).
+pub const MAX_AUTO_BACKGROUND_SECS: u64 = 86_400;
+
+/// `Option<Duration>` as seconds on the wire (fractions allowed).
+mod seconds {
+    use std::time::Duration;
+
+    use serde::Deserialize;
+    use serde::Deserializer;
+    use serde::Serializer;
+
+    #[allow(clippy::ref_option)] // serde's `with` passes `&Option<T>`
+    pub(super) fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(duration) => serializer.serialize_f64(duration.as_secs_f64()),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let Some(seconds) = Option::<f64>::deserialize(deserializer)? else {
+            return Ok(None);
+        };
+        let limit = super::MAX_AUTO_BACKGROUND_SECS;
+        if !(0.0..=limit as f64).contains(&seconds) {
+            return Err(serde::de::Error::custom(format!(
+                "auto_background_after must be between 0 and {limit} seconds, got {seconds}"
+            )));
+        }
+        Ok(Some(Duration::from_secs_f64(seconds)))
+    }
 }
 
 impl RunRequest {
@@ -52,6 +99,14 @@ impl RunRequest {
             command: command.into(),
             ..Self::default()
         }
+    }
+
+    /// Backgrounds this run after `after` (see
+    /// [`RunRequest::auto_background_after`]).
+    #[must_use]
+    pub fn auto_background_after(mut self, after: Duration) -> Self {
+        self.auto_background_after = Some(after);
+        self
     }
 
     /// Adds one environment variable for this call.
@@ -100,6 +155,31 @@ impl RunRequest {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn auto_background_after_is_seconds_on_the_wire() {
+        let wire: RunRequest =
+            serde_json::from_str(r#"{"command":"true","auto_background_after":0.25}"#).unwrap();
+        assert_eq!(wire.auto_background_after, Some(Duration::from_millis(250)));
+        assert_eq!(
+            serde_json::to_value(&wire).unwrap()["auto_background_after"],
+            serde_json::json!(0.25)
+        );
+        for bad in ["-1", "86401", "1e400"] {
+            let err = serde_json::from_str::<RunRequest>(&format!(
+                r#"{{"command":"true","auto_background_after":{bad}}}"#
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("between 0 and 86400 seconds") || bad == "1e400",
+                "{bad}: {err}"
+            );
+        }
+        let absent: RunRequest = serde_json::from_str(r#"{"command":"true"}"#).unwrap();
+        assert_eq!(absent.auto_background_after, None);
+    }
+
     use super::*;
 
     #[test]

@@ -50,6 +50,7 @@ pub use shellvisor_protocol::JobId;
 pub use shellvisor_protocol::JobInfo;
 pub use shellvisor_protocol::JobStatus;
 pub use shellvisor_protocol::JobsConfig;
+pub use shellvisor_protocol::MAX_AUTO_BACKGROUND_SECS;
 pub use shellvisor_protocol::OutputChunk;
 pub use shellvisor_protocol::OutputConfig;
 pub use shellvisor_protocol::PolicyConfig;
