@@ -202,7 +202,11 @@ impl RunIdentity {
                 return info.session == self.leader;
             };
             if self.start.preceded_by(parent, up.starttime) {
-                return false;
+                // An older parent outside the leader's session (init, a
+                // subreaper: the process was reparented) makes an orphan
+                // inside that session the run's; an older one inside it (a
+                // loop an earlier run left) does not.
+                return up.session != self.leader && info.session == self.leader;
             }
             if marker(parent).is_some_and(|m| m != self.marker) {
                 return false;

@@ -83,6 +83,22 @@ fn within_one_tick_the_pid_order_decides_and_wraps_around() {
     assert!(near_the_end.preceded_by(32_700, START));
 }
 
+/// The kernel reparents an orphan to init or to a subreaper, both live
+/// processes in the table: a fork of the shell orphaned in the shell's
+/// session (the shell died between the fork and the `exec`) is still the
+/// run's; an orphan of another session is not.
+#[test]
+fn an_orphan_reparented_to_a_visible_init_or_subreaper_is_the_runs() {
+    let mut table = HashMap::new();
+    table.insert(1, proc(0, 1, 1));
+    table.insert(50, proc(1, 50, 2)); // the runtime, a subreaper
+    table.insert(LEADER, proc(50, LEADER, 10));
+    table.insert(310, proc(1, LEADER, 60)); // reparented to init
+    table.insert(311, proc(50, LEADER, 60)); // reparented to the subreaper
+    table.insert(312, proc(50, 312, 60)); // someone else's orphan
+    assert_eq!(run().classify(&table, &mut |_| None), vec![310, 311]);
+}
+
 #[test]
 fn a_chain_through_an_older_process_is_not_the_runs() {
     let mut table = HashMap::new();
