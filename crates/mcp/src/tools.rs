@@ -89,15 +89,10 @@ impl BashArgs {
         request.cols = self.cols;
         request.rows = self.rows;
         if let Some(seconds) = self.auto_background_after {
-            let limit = shellvisor::MAX_AUTO_BACKGROUND_SECS;
-            if !(0.0..=limit as f64).contains(&seconds) {
-                return Err(shellvisor::Error::InvalidRequest {
-                    message: format!(
-                        "auto_background_after must be between 0 and {limit} seconds, got {seconds}"
-                    ),
-                });
-            }
-            request.auto_background_after = Some(Duration::from_secs_f64(seconds));
+            request.auto_background_after = Some(
+                shellvisor::auto_background_from_secs(seconds)
+                    .map_err(|message| shellvisor::Error::InvalidRequest { message })?,
+            );
         }
         Ok(request)
     }

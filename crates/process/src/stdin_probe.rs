@@ -96,18 +96,23 @@ mod tests {
         true
     }
 
-    /// A real bash: waiting for its next line it is seen; running a
-    /// command, or reading another pipe on descriptor 0, it is not.
-    #[test]
-    fn a_real_bash_is_seen_waiting_only_on_the_runtime_pipe() {
-        let mut bash = Command::new("bash")
+    /// A bash reading commands from a pipe, in a process group of its own.
+    fn idle_bash() -> std::process::Child {
+        Command::new("bash")
             .args(["--noprofile", "--norc"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// A real bash: waiting for its next line it is seen; running a
+    /// command, or reading another pipe on descriptor 0, it is not.
+    #[test]
+    fn a_real_bash_is_seen_waiting_only_on_the_runtime_pipe() {
+        let mut bash = idle_bash();
         let pid = bash.id();
         let mut stdin = bash.stdin.take().unwrap();
         let probe = StdinProbe::new(i32::try_from(pid).unwrap(), &stdin).unwrap();
@@ -128,14 +133,7 @@ mod tests {
         bash.wait().unwrap();
 
         // Waiting for a command is not waiting for input.
-        let mut bash = Command::new("bash")
-            .args(["--noprofile", "--norc"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let mut bash = idle_bash();
         let pid = bash.id();
         let mut stdin = bash.stdin.take().unwrap();
         let probe = StdinProbe::new(i32::try_from(pid).unwrap(), &stdin).unwrap();

@@ -47,6 +47,7 @@ pub use ids::SessionId;
 pub use ids::random_token;
 pub use request::MAX_AUTO_BACKGROUND_SECS;
 pub use request::RunRequest;
+pub use request::auto_background_from_secs;
 pub use result::ArtifactRef;
 pub use result::BackgroundReason;
 pub use result::BackgroundedRun;

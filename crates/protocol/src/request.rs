@@ -57,6 +57,21 @@ pub struct RunRequest {
 /// The longest per-call auto-background wait, in seconds (a day).
 pub const MAX_AUTO_BACKGROUND_SECS: u64 = 86_400;
 
+/// An `auto_background_after` given in seconds (fractions allowed), checked
+/// against its range: the one check every interface uses.
+///
+/// # Errors
+/// The message naming the range, for a negative, too large or NaN value.
+pub fn auto_background_from_secs(seconds: f64) -> Result<Duration, String> {
+    let limit = MAX_AUTO_BACKGROUND_SECS;
+    if !(0.0..=limit as f64).contains(&seconds) {
+        return Err(format!(
+            "auto_background_after must be between 0 and {limit} seconds, got {seconds}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
 /// `Option<Duration>` as seconds on the wire (fractions allowed).
 mod seconds {
     use std::time::Duration;
@@ -82,13 +97,9 @@ mod seconds {
         let Some(seconds) = Option::<f64>::deserialize(deserializer)? else {
             return Ok(None);
         };
-        let limit = super::MAX_AUTO_BACKGROUND_SECS;
-        if !(0.0..=limit as f64).contains(&seconds) {
-            return Err(serde::de::Error::custom(format!(
-                "auto_background_after must be between 0 and {limit} seconds, got {seconds}"
-            )));
-        }
-        Ok(Some(Duration::from_secs_f64(seconds)))
+        super::auto_background_from_secs(seconds)
+            .map(Some)
+            .map_err(serde::de::Error::custom)
     }
 }
 

@@ -71,6 +71,7 @@ pub use shellvisor_protocol::TerminalSize;
 pub use shellvisor_protocol::TimeoutConfig;
 pub use shellvisor_protocol::TimeoutInfo;
 pub use shellvisor_protocol::Truncation;
+pub use shellvisor_protocol::auto_background_from_secs;
 pub use shellvisor_protocol::deadline_after;
 
 /// The repository README's examples, compiled and run as doc tests.
