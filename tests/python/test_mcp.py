@@ -71,13 +71,24 @@ async def scenario_timeout(session: ClientSession) -> None:
     assert "before" in text(result)
 
 
-async def scenario_timeout_in_background(session: ClientSession) -> None:
-    # With auto-background, a run is answered before its deadline (at
-    # min(threshold, timeout - 1 s)); the deadline still kills it.
-    result = await session.call_tool("bash", {"command": "sleep 30", "timeout": 1})
+async def scenario_deadline_before_the_threshold(session: ClientSession) -> None:
+    # The server auto-backgrounds at 1 s. A deadline that comes first keeps the
+    # run in the foreground: `echo quick` under `timeout: 1` is its result (the
+    # reference's min(threshold, timeout - 1 s) would answer it with a job id),
+    # and a run that outlives `timeout: 1` answers with its timeout.
+    quick = await session.call_tool("bash", {"command": "echo quick", "timeout": 1})
+    assert quick.structured_content["status"] == "completed", quick.structured_content
+    assert text(quick).startswith("quick\n"), text(quick)
+    started = time.monotonic()
+    result = await session.call_tool("bash", {"command": "echo before; sleep 30", "timeout": 1})
+    assert time.monotonic() - started < 15
+    data = result.structured_content
+    assert result.is_error and data["timed_out"] and data["state"] == "timed_out", data
+    assert "before" in text(result) and "[Command timed out after 1 seconds]" in text(result), text(result)
+    # A deadline after the threshold still backgrounds, and then fires in the background.
+    result = await session.call_tool("bash", {"command": "sleep 30", "timeout": 3})
     data = result.structured_content
     assert data["status"] == "background", data
-    assert "job_wait" in text(result), text(result)
     waited = await session.call_tool("job_wait", {"job_id": data["job_id"], "timeout": 20})
     assert waited.is_error and waited.structured_content["timed_out"], waited.structured_content
 
@@ -380,12 +391,57 @@ async def scenario_artifacts_live_on_disk_and_go_with_their_job(session: ClientS
         await anyio.sleep(0.05)
 
 
+async def scenario_ready_and_idle(session: ClientSession) -> None:
+    # `wait_for` output: "start the dev server, tell me when it listens".
+    sid = "ready"
+    started = time.monotonic()
+    result = await session.call_tool("bash", {
+        "command": "python3 -u -m http.server 0 --bind 127.0.0.1", "wait_for": {"output": "Serving HTTP"},
+        "session_id": sid})
+    took = time.monotonic() - started
+    data = result.structured_content
+    assert took < 2, took
+    assert not result.is_error and data["status"] == "background" and data["background_reason"] == "ready", data
+    assert "Ready: output matching `Serving HTTP`." in text(result), text(result)
+    port = int(text(result).split("port ")[1].split()[0])
+    fetched = await session.call_tool("bash", {
+        "command": f"python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:{port}/\").status)'",
+        "session_id": sid})
+    assert text(fetched).startswith("200\n"), text(fetched)
+    # `idle_timeout`: silence ends the run as a timeout with its own notice.
+    started = time.monotonic()
+    idle = await session.call_tool("bash", {"command": "echo a; sleep 5; echo b", "idle_timeout": 1, "session_id": sid})
+    took = time.monotonic() - started
+    assert 0.9 < took < 3, took
+    data = idle.structured_content
+    assert idle.is_error and data["timed_out"] and data["timeout_reason"] == "idle", data
+    assert text(idle).startswith("[Command produced no output for 1 seconds]\na\n"), text(idle)
+    # job_wait over several jobs: the first to finish, else each one's news.
+    slow = await session.call_tool("bash", {"command": "echo slow-start; sleep 30", "async": True, "session_id": sid})
+    quick = await session.call_tool("bash", {"command": "sleep 0.5; echo quick", "async": True, "session_id": sid})
+    ids = [slow.structured_content["job_id"], quick.structured_content["job_id"]]
+    waited = await session.call_tool("job_wait", {"job_ids": ids, "timeout": 20, "session_id": sid})
+    assert waited.structured_content["job_id"] == ids[1] and text(waited).startswith("quick\n"), text(waited)
+    server_id = data_id = result.structured_content["job_id"]
+    pending = await session.call_tool("job_wait", {"job_ids": [ids[0], server_id], "timeout": 1, "session_id": sid})
+    jobs = {job["job_id"]: job for job in pending.structured_content["jobs"]}
+    assert not pending.is_error and pending.structured_content["status"] == "running", pending.structured_content
+    assert jobs[ids[0]]["new_output"] == "slow-start\n" and jobs[ids[0]]["state"] == "running", jobs
+    again = await session.call_tool("job_wait", {"job_ids": [ids[0], data_id], "timeout": 1, "session_id": sid})
+    assert again.structured_content["jobs"][0]["new_output"] == "", "output shown twice"
+    bad = await session.call_tool("bash", {"command": "true", "wait_for": {"output": "("}, "session_id": sid})
+    assert bad.is_error and bad.structured_content["error"] == "invalid_request", bad.structured_content
+    bad = await session.call_tool("bash", {"command": "true", "idle_timeout": -1, "session_id": sid})
+    assert bad.is_error and "between 0 and 86400 seconds" in text(bad), text(bad)
+    await session.call_tool("session_close", {"session_id": sid})
+
+
 AUTO_BACKGROUND_SCENARIOS = [
     scenario_tools,
     scenario_echo_and_cwd,
     scenario_auto_background,
     scenario_job_kill_answers_its_success,
-    scenario_timeout_in_background,
+    scenario_deadline_before_the_threshold,
     scenario_pty,
     scenario_write_stdin_waits_for_the_reaction,
     scenario_full_screen_result,
@@ -396,6 +452,7 @@ AUTO_BACKGROUND_SCENARIOS = [
 FOREGROUND_SCENARIOS = [
     scenario_progress,
     scenario_per_call_auto_background,
+    scenario_ready_and_idle,
     scenario_timeout,
     scenario_cancel,
     scenario_state_that_breaks_the_shell,

@@ -88,9 +88,14 @@ class Client:
         return await asyncio.wait_for(find(), timeout)
 
 
-async def start(*args: str, marker: str) -> Client:
+async def start(*args: str, marker: str, unprivileged: bool = False) -> Client:
+    """The server as this user or, with `unprivileged` when the tests run as
+    root (as in CI), as uid 65534 through `setpriv`."""
+    command = [BINARY]
+    if unprivileged and os.geteuid() == 0:
+        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", BINARY]
     process = await asyncio.create_subprocess_exec(
-        BINARY,
+        *command,
         *args,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -115,16 +120,13 @@ async def scenario_run_and_cwd(client: Client) -> None:
 
 
 async def scenario_timeout(client: Client) -> None:
-    # With auto-background on (this server's config), a run is answered at
-    # min(threshold, timeout - 1 s), before its deadline; the deadline still
-    # kills it in the background.
+    # Auto-background is on at 1 s (this server's config), but a deadline that
+    # comes first keeps the run in the foreground: it answers with its timeout.
     started = time.monotonic()
-    outcome = await client.call(
+    result = await client.call(
         "run", {"session_id": "main", "request": {"command": "echo before; sleep 30", "timeout": 1}}
     )
-    assert outcome["kind"] == "backgrounded", outcome
-    waited = await client.call("job.wait", {"session_id": "main", "job_id": outcome["job_id"], "timeout_ms": 20000})
-    result = waited["result"]
+    assert result["kind"] == "completed", result
     assert time.monotonic() - started < 15
     assert result["timed_out"] and result["output"] == "before\n", result
     assert result["text"].startswith("[Command timed out after 1 seconds]"), result["text"]
@@ -397,20 +399,88 @@ async def scenario_per_call_auto_background(client: Client) -> None:
         assert err.code == -32602 and "between 0 and 86400 seconds" in str(err), str(err)
 
 
-async def kill_contract() -> None:
-    """The kill contract through `serve` with the default configuration (no
-    auto-background: the runs time out in the foreground)."""
+async def scenario_long_running_work(client: Client) -> None:
+    # Issue 15 through a plain JSON-RPC client: readiness, the idle timeout,
+    # per-run notifications on an unsubscribed connection, a wait on several jobs.
+    sid = "long-work"
+    opened = await client.call("session.open", {"session_id": sid, "subscribe": False})
+    assert opened["subscribed"] is False, opened
+    started = time.monotonic()
+    server = await client.call("run", {"session_id": sid, "request": {
+        "command": "python3 -u -m http.server 0 --bind 127.0.0.1", "wait_for": {"output": "Serving HTTP"}}})
+    assert time.monotonic() - started < 2, time.monotonic() - started
+    assert server["kind"] == "backgrounded" and server["reason"] == "ready", server
+    port = int(server["preview"].split("port ")[1].split()[0])
+    fetched = await client.call("run", {"session_id": sid, "request": {
+        "command": f"python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:{port}/\").status)'"}})
+    assert fetched["output"] == "200\n", fetched
+
+    started = time.monotonic()
+    idle = await client.call("run", {"session_id": sid, "request": {"command": "echo a; sleep 5; echo b", "idle_timeout": 1}})
+    took = time.monotonic() - started
+    assert 0.9 < took < 3, took
+    assert idle["timed_out"] and idle["timeout_reason"] == "idle" and idle["output"] == "a\n", idle
+    assert idle["text"].startswith("[Command produced no output for 1 seconds]"), idle["text"]
+
+    # notify_on: this connection is not subscribed, yet it hears this run.
+    job = await client.call("run", {"session_id": sid, "notify_on": ["output", "exit", "ready"], "request": {
+        "command": "for i in $(seq 1 10); do echo line $i; sleep 0.05; done; echo up; sleep 0.3",
+        "async": True, "wait_for": {"output": "^up$"}}})
+    job_id = job["job_id"]
+    finished = await client.wait_notification(
+        lambda n: n["method"] == "job.finished" and n["params"]["job_id"] == job_id)
+    assert finished["params"]["exit_code"] == 0, finished
+    mine = [n for n in client.notifications if n["params"].get("job_id") == job_id]
+    streamed = b"".join(base64.b64decode(n["params"]["data_base64"]) for n in mine if n["method"] == "output")
+    assert streamed == b"".join(f"line {i}\n".encode() for i in range(1, 11)) + b"up\n", streamed
+    ready = [n for n in mine if n["method"] == "job.ready"]
+    assert len(ready) == 1 and ready[0]["params"]["what"] == "output matching `^up$`", ready
+    assert not any(n["method"] == "job.started" for n in mine), "a kind it did not ask for"
+    assert not any(n["params"].get("job_id") == server["job_id"] for n in client.notifications), \
+        "another run's notifications reached an unsubscribed connection"
+
+    # A wait on several jobs answers with the first to finish.
+    slow = await client.call("run", {"session_id": sid, "request": {"command": "sleep 30", "async": True}})
+    quick = await client.call("run", {"session_id": sid, "request": {"command": "sleep 0.5; echo quick", "async": True}})
+    started = time.monotonic()
+    waited = await client.call("job.wait", {"session_id": sid, "job_ids": [slow["job_id"], quick["job_id"]], "timeout_ms": 20000})
+    assert waited["result"]["job_id"] == quick["job_id"] and waited["result"]["output"] == "quick\n", waited
+    assert time.monotonic() - started < 5
+    none = await client.call("job.wait", {"session_id": sid, "job_ids": [slow["job_id"], server["job_id"]], "timeout_ms": 300})
+    assert none == {"result": None}, none
+    try:
+        await client.call("job.wait", {"session_id": sid, "job_ids": []})
+        raise AssertionError("an empty job_ids was accepted")
+    except RpcError as err:
+        assert err.code == -32602 and "job_ids" in str(err), str(err)
+    try:
+        await client.call("run", {"session_id": sid, "request": {"command": "true", "wait_for": {"output": "("}}})
+        raise AssertionError("an invalid regex was accepted")
+    except RpcError as err:
+        assert err.data["code"] == "invalid_request" and "not a valid regex" in str(err), str(err)
+    await client.call("session.close", {"session_id": sid})
+
+
+async def kill_contract(unprivileged: bool) -> None:
+    """The kill contract and long-running work through `serve` with the
+    default configuration (no auto-background: the runs time out in the
+    foreground), as this user and as an unprivileged one."""
     marker = f"CONTRACT_{uuid.uuid4().hex}"
-    client = await start("serve", marker=marker)
+    client = await start("serve", marker=marker, unprivileged=unprivileged)
+    if unprivileged:
+        info = await client.call("runtime.info")
+        assert info["containment"]["layer"] == "pid_namespace", info["containment"]
     for scenario in [
         scenario_a_dev_server_outlives_later_kills,
         scenario_a_term_trap_does_not_hide_a_timeout,
         scenario_a_timed_out_run_loses_its_own_escapees,
         scenario_per_call_auto_background,
+        scenario_long_running_work,
     ]:
         started = time.monotonic()
         await asyncio.wait_for(scenario(client), SCENARIO_DEADLINE)
-        print(f"ok   {scenario.__name__} ({time.monotonic() - started:.2f} s)", flush=True)
+        user = "unprivileged" if unprivileged else "as this user"
+        print(f"ok   {scenario.__name__} {user} ({time.monotonic() - started:.2f} s)", flush=True)
     client.process.stdin.close()
     await asyncio.wait_for(client.process.wait(), 20)
     await until(lambda: not processes_with_env(f"SERVE_MARKER={marker}"), "the server left processes")
@@ -550,4 +620,5 @@ if __name__ == "__main__":
     asyncio.run(main())
     asyncio.run(socket_mode())
     asyncio.run(socket_out_of_descriptors())
-    asyncio.run(kill_contract())
+    asyncio.run(kill_contract(unprivileged=False))
+    asyncio.run(kill_contract(unprivileged=True))

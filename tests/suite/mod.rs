@@ -10,6 +10,7 @@ mod overlap;
 mod persistence;
 mod policy;
 mod pty;
+mod readiness;
 mod restart;
 mod standby;
 mod timeouts;

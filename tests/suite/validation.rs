@@ -176,6 +176,14 @@ async fn the_largest_durations_are_long_not_a_panic() {
     )
     .await;
     assert_eq!(result.output, "fine\n");
+    let result = crate::support::run_request(
+        &session,
+        RunRequest::new("echo idle")
+            .idle_timeout(Duration::from_secs(shellvisor::MAX_IDLE_TIMEOUT_SECS))
+            .auto_background_after(Duration::from_secs(shellvisor::MAX_AUTO_BACKGROUND_SECS)),
+    )
+    .await;
+    assert_eq!(result.output, "idle\n");
     let job = session
         .run(RunRequest::new("sleep 0.2; echo later").run_async(true))
         .await
@@ -198,19 +206,14 @@ async fn the_largest_durations_are_long_not_a_panic() {
         .unwrap()
         .unwrap();
     assert!(done.output.contains("got y"), "{}", done.output);
-    // Backgrounded at once (`timeout - 1 s`), then timed out.
+    // The deadline comes before the (huge) threshold: a foreground timeout.
     let outcome = session
         .run(RunRequest::new("sleep 30").timeout_secs(1))
         .await
         .unwrap();
-    let shellvisor::RunOutcome::Backgrounded(run_in_background) = outcome else {
+    let shellvisor::RunOutcome::Completed(timed_out) = outcome else {
         panic!("{outcome:?}")
     };
-    let timed_out = session
-        .wait(&run_in_background.job_id, Duration::MAX)
-        .await
-        .unwrap()
-        .unwrap();
     assert!(timed_out.timed_out, "{}", timed_out.text);
     assert_eq!(run(&session, "echo still").await.output, "still\n");
     rt.runtime.shutdown().await;

@@ -47,6 +47,9 @@ use crate::delivery::Delivery;
 use crate::messages::JobMsg;
 use crate::messages::JobNotice;
 use crate::messages::Offer;
+use crate::ready::Readiness;
+use crate::ready::output_watch;
+use crate::ready::start_readiness;
 
 /// How many times a run refused by a dead shell is moved to a fresh one.
 const MAX_SHELL_RETRIES: u32 = 2;
@@ -181,6 +184,8 @@ pub struct JobState {
     /// Set once the runner was asked to kill the run.
     pub(crate) kill_sent: bool,
     pub(crate) answers: Answers,
+    /// Whether the run's `wait_for` held.
+    pub(crate) readiness: Readiness,
 }
 
 impl Actor for Job {
@@ -210,6 +215,7 @@ impl Actor for Job {
                 budget: args.artifacts.clone(),
                 keep_artifact: config.artifacts_dir.is_some(),
                 events: args.events.clone(),
+                watch: output_watch(&args.plan, &myself),
             },
             myself.get_cell(),
         )
@@ -271,7 +277,9 @@ impl Actor for Job {
                     }
                 }
             };
+        let readiness = start_readiness(&args.plan, &myself);
         let state = JobState {
+            readiness,
             ctx: args.ctx,
             job_id: args.job_id,
             plan: args.plan,
@@ -312,6 +320,13 @@ impl Actor for Job {
             #[cfg(feature = "chaos")]
             JobMsg::Panic => panic!("chaos: a panic injected into a Job handler"),
             JobMsg::Runner(RunNotice::Finished(report)) => state.runner_finished(&myself, *report),
+            JobMsg::Output(notice) => state.output_notice(&myself, notice).await,
+            JobMsg::ReadyPolled { already_at_start } => {
+                let notice = already_at_start.then(|| {
+                    "It already held when the command started (another process may have made it).".to_owned()
+                });
+                state.ready(notice).await;
+            }
             JobMsg::Runner(RunNotice::PtyState(pty_state)) => {
                 if state.answers.result.is_none()
                     && let RunnerRef::Pty { state: known, .. } = &mut state.runner

@@ -25,6 +25,7 @@ mod background;
 mod delivery;
 mod info;
 mod messages;
+mod ready;
 mod result;
 mod run;
 

@@ -4,6 +4,7 @@ use ractor::ActorRef;
 use ractor::RpcReplyPort;
 use shellvisor_actor_pty::PtyCall;
 use shellvisor_actor_shell::ShellMsg;
+use shellvisor_actor_sink::SinkNotice;
 use shellvisor_process::StatusRecord;
 use shellvisor_protocol::JobId;
 use shellvisor_protocol::JobInfo;
@@ -21,6 +22,16 @@ pub enum JobMsg {
     Panic,
     /// From the runner (the Shell or the PtySession).
     Runner(RunNotice),
+    /// From the Sink: the run was silent for its idle timeout, or a line
+    /// matched its `wait_for` pattern.
+    Output(SinkNotice),
+    /// Internal: the run's port listens or its path exists (`already_at_start`:
+    /// it did at the first check).
+    ReadyPolled {
+        /// The condition held at the first check, before the run could
+        /// have made it.
+        already_at_start: bool,
+    },
     /// An interactive call (input, keys, resize, screen, state); refused with
     /// `not_interactive` when the job has no terminal.
     PtyCall(PtyCall),
@@ -71,6 +82,23 @@ pub enum JobMsg {
 impl From<RunNotice> for JobMsg {
     fn from(notice: RunNotice) -> Self {
         JobMsg::Runner(notice)
+    }
+}
+
+impl From<SinkNotice> for JobMsg {
+    fn from(notice: SinkNotice) -> Self {
+        JobMsg::Output(notice)
+    }
+}
+
+impl TryFrom<JobMsg> for SinkNotice {
+    type Error = JobMsg;
+
+    fn try_from(message: JobMsg) -> std::result::Result<Self, JobMsg> {
+        match message {
+            JobMsg::Output(notice) => Ok(notice),
+            other => Err(other),
+        }
     }
 }
 

@@ -3,10 +3,12 @@
 use std::time::Duration;
 
 use shellvisor_output::ResultTextParts;
+use shellvisor_output::Stopped;
 use shellvisor_output::result_text;
 use shellvisor_policy::RunPlan;
 use shellvisor_protocol::JobId;
 use shellvisor_protocol::RunResult;
+use shellvisor_protocol::TimeoutReason;
 use shellvisor_run::KillReason;
 use shellvisor_run::RunEnd;
 use shellvisor_run::RunReport;
@@ -22,8 +24,7 @@ pub(crate) fn build_result(
     inline_cap: usize,
 ) -> (RunResult, ShellRelease) {
     let mut notices = plan.notices.clone();
-    let mut timed_out = false;
-    let mut cancelled = false;
+    let mut stopped = None;
     // A terminal run has no persistent shell to restart.
     let in_shell = !matches!(report.end, RunEnd::ProgramExited { .. });
     let (exit_code, cwd, release) = match report.end {
@@ -42,12 +43,8 @@ pub(crate) fn build_result(
             )
         }
         RunEnd::ShellExited { exit, killed } => match killed {
-            Some(KillReason::Timeout) => {
-                timed_out = true;
-                (None, None, ShellRelease::Ended)
-            }
-            Some(KillReason::Cancelled) => {
-                cancelled = true;
+            Some(reason @ (KillReason::Timeout | KillReason::Idle | KillReason::Cancelled)) => {
+                stopped = Some(stopped_by(reason, plan));
                 (None, None, ShellRelease::Ended)
             }
             Some(reason) => {
@@ -66,12 +63,8 @@ pub(crate) fn build_result(
             }
         },
         RunEnd::ProgramExited { exit, killed } => match killed {
-            Some(KillReason::Timeout) => {
-                timed_out = true;
-                (None, None, ShellRelease::Ended)
-            }
-            Some(KillReason::Cancelled) => {
-                cancelled = true;
+            Some(reason @ (KillReason::Timeout | KillReason::Idle | KillReason::Cancelled)) => {
+                stopped = Some(stopped_by(reason, plan));
                 (None, None, ShellRelease::Ended)
             }
             Some(reason) => {
@@ -146,11 +139,16 @@ pub(crate) fn build_result(
         }
         (None, _) => summary.rendered.body,
     };
-    let timed_out_after_secs = timed_out.then(|| plan.timeout.info.effective_secs.unwrap_or(0));
+    let timeout_reason = match stopped {
+        Some(Stopped::Deadline(_)) => Some(TimeoutReason::Deadline),
+        Some(Stopped::Idle(_)) => Some(TimeoutReason::Idle),
+        Some(Stopped::Cancelled) | None => None,
+    };
+    let timed_out = timeout_reason.is_some();
+    let cancelled = stopped == Some(Stopped::Cancelled);
     let text = result_text(&ResultTextParts {
         body: &body,
-        timed_out_after_secs,
-        cancelled,
+        stopped,
         wall_time,
         notices: &notices,
         exit_code,
@@ -161,6 +159,7 @@ pub(crate) fn build_result(
         job_id: job_id.clone(),
         exit_code,
         timed_out,
+        timeout_reason,
         killed: cancelled,
         cwd,
         wall_time_ms: u64::try_from(wall_time.as_millis()).unwrap_or(u64::MAX),
@@ -174,4 +173,13 @@ pub(crate) fn build_result(
         screen: report.screen,
     };
     (result, release)
+}
+
+/// How the result's first line names a kill the runtime made for the run.
+fn stopped_by(reason: KillReason, plan: &RunPlan) -> Stopped {
+    match reason {
+        KillReason::Idle => Stopped::Idle(plan.idle_timeout.unwrap_or_default()),
+        KillReason::Cancelled => Stopped::Cancelled,
+        _ => Stopped::Deadline(plan.timeout.info.effective_secs.unwrap_or(0)),
+    }
 }

@@ -82,6 +82,7 @@ impl JobState {
         self.timers.deadline = None;
         self.timers.auto_background = None;
         self.timers.watchdog = None;
+        self.note_unready();
         tracing::trace!(target: "shellvisor::stage", "job: finished received");
         let (result, release) = build_result(
             &self.job_id,

@@ -480,7 +480,7 @@ impl PtySessionState {
         let last_full_screen = self.screen.last_full_screen();
         let killed = self.killing.as_ref().map(Escalation::reason);
         let code = match killed {
-            Some(KillReason::Timeout | KillReason::Cancelled) => None,
+            Some(KillReason::Timeout | KillReason::Idle | KillReason::Cancelled) => None,
             _ => Some(exit.shell_status()),
         };
         self.set_state(PtyState::Exited { code });

@@ -11,6 +11,8 @@ use shellvisor_protocol::Screen;
 pub enum KillReason {
     /// The run's deadline fired.
     Timeout,
+    /// The run printed nothing for its idle timeout.
+    Idle,
     /// The caller cancelled the run.
     Cancelled,
     /// The shell is no longer needed (an isolated shell after its run).
@@ -27,6 +29,7 @@ impl KillReason {
     pub fn describe(self) -> &'static str {
         match self {
             KillReason::Timeout => "deadline",
+            KillReason::Idle => "no output",
             KillReason::Cancelled => "cancelled",
             KillReason::Release | KillReason::Shutdown => "the session is closing",
             KillReason::ChannelBroken => "the shell's channels failed",

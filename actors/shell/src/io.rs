@@ -507,6 +507,7 @@ mod tests {
                 budget: ArtifactBudget::runtime(u64::MAX),
                 keep_artifact: false,
                 events: broadcast::channel(8).0,
+                watch: shellvisor_actor_sink::OutputWatch::default(),
             },
         )
         .await

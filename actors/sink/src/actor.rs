@@ -23,6 +23,8 @@ use crate::artifact::Artifact;
 use crate::budget::ArtifactBudget;
 use crate::messages::OutputSummary;
 use crate::messages::SinkMsg;
+use crate::watch::OutputWatch;
+use crate::watch::Watching;
 use shellvisor_protocol::OutputChunk;
 
 /// Largest single read by offset.
@@ -48,6 +50,8 @@ pub struct SinkArgs {
     pub keep_artifact: bool,
     /// The session's event channel, for streaming.
     pub events: broadcast::Sender<SessionEvent>,
+    /// What to watch the output for on the Job's behalf (silence, a pattern).
+    pub watch: OutputWatch,
 }
 
 /// A Sink's state.
@@ -66,6 +70,8 @@ pub struct SinkState {
     closed: bool,
     /// Raw bytes of the line being written (since the last newline).
     line_bytes: usize,
+    watching: Watching,
+    idle_timer: Option<JoinHandle<Result<(), ractor::MessagingErr<SinkMsg>>>>,
 }
 
 impl Actor for Sink {
@@ -75,10 +81,16 @@ impl Actor for Sink {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<SinkMsg>,
+        myself: ActorRef<SinkMsg>,
         args: SinkArgs,
     ) -> Result<SinkState, ActorProcessingErr> {
+        let watching = Watching::new(args.watch);
+        let idle_timer = watching
+            .idle()
+            .map(|idle| myself.send_after(idle, || SinkMsg::IdleCheck));
         Ok(SinkState {
+            watching,
+            idle_timer,
             buffer: HeadTail::new(args.config.head_bytes, args.config.tail_bytes),
             job_id: args.job_id,
             artifact: Artifact::NotOpened(args.artifact_path),
@@ -106,9 +118,17 @@ impl Actor for Sink {
             SinkMsg::Chunk(chunk, permit) => {
                 state.store(&chunk);
                 drop(permit);
+                state.watching.saw(&chunk);
                 state.stream(&myself, &chunk);
             }
+            SinkMsg::IdleCheck => {
+                state.idle_timer = state
+                    .watching
+                    .check_idle()
+                    .map(|next| myself.send_after(next, || SinkMsg::IdleCheck));
+            }
             SinkMsg::Complete(reply) => {
+                state.stop_watching();
                 state.flush();
                 let _ = reply.send(state.summary());
             }
@@ -119,6 +139,7 @@ impl Actor for Sink {
                 let _ = reply.send(state.buffer.total_bytes());
             }
             SinkMsg::Closed => {
+                state.stop_watching();
                 state.flush();
                 state.closed = true;
                 // The job may be retained for minutes: keep only what is held.
@@ -138,6 +159,13 @@ impl Actor for Sink {
 }
 
 impl SinkState {
+    fn stop_watching(&mut self) {
+        self.watching.stop();
+        if let Some(timer) = self.idle_timer.take() {
+            timer.abort();
+        }
+    }
+
     fn store(&mut self, chunk: &[u8]) {
         // Output longer than the inline cap is shown truncated, so its full
         // bytes must be readable: open the artifact then, or before any byte

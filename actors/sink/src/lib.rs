@@ -11,6 +11,10 @@
 //! for a model when the run completes, serves any byte range by offset, and
 //! streams coalesced chunks with their offsets to the session's subscribers.
 //!
+//! On its Job's behalf it watches the output (an [`OutputWatch`]): for
+//! silence longer than the run's idle timeout, and for a line matching its
+//! `wait_for` pattern, and tells the Job ([`SinkNotice`]).
+//!
 //! A Sink lives and dies with its Job. It may touch only its own buffers, its
 //! artifact file and the session's event channel.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
@@ -20,6 +24,7 @@ mod artifact;
 mod budget;
 mod feed;
 mod messages;
+mod watch;
 
 pub use actor::Sink;
 pub use actor::SinkArgs;
@@ -27,3 +32,5 @@ pub use budget::ArtifactBudget;
 pub use feed::SinkFeed;
 pub use messages::OutputSummary;
 pub use messages::SinkMsg;
+pub use watch::OutputWatch;
+pub use watch::SinkNotice;

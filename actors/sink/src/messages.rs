@@ -37,6 +37,9 @@ pub enum SinkMsg {
     },
     /// Internal: the streaming throttle elapsed.
     Flush,
+    /// Internal: time to check whether the run has been silent for its
+    /// idle timeout.
+    IdleCheck,
 }
 
 /// A run's output as rendered at its completion.

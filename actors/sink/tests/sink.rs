@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use ractor::Actor;
 use shellvisor_actor_sink::ArtifactBudget;
+use shellvisor_actor_sink::OutputWatch;
 use shellvisor_actor_sink::Sink;
 use shellvisor_actor_sink::SinkArgs;
 use shellvisor_actor_sink::SinkFeed;
@@ -45,6 +46,7 @@ async fn spills_byte_exact_and_serves_any_range() {
             budget: ArtifactBudget::runtime(u64::MAX),
             keep_artifact: false,
             events,
+            watch: OutputWatch::default(),
         },
     )
     .await
@@ -119,6 +121,7 @@ async fn small_output_stays_in_memory_and_a_failed_spill_keeps_the_tail() {
             budget: ArtifactBudget::runtime(u64::MAX),
             keep_artifact: false,
             events,
+            watch: OutputWatch::default(),
         },
     )
     .await
@@ -169,6 +172,7 @@ async fn an_empty_output_is_summarized_without_the_sink_exactly_as_the_sink_woul
                 budget: ArtifactBudget::runtime(u64::MAX),
                 keep_artifact: false,
                 events,
+                watch: OutputWatch::default(),
             },
         )
         .await
@@ -205,6 +209,7 @@ async fn a_line_cut_at_the_column_cap_is_truncated_and_saved_whole() {
             budget: ArtifactBudget::runtime(u64::MAX),
             keep_artifact: false,
             events,
+            watch: OutputWatch::default(),
         },
     )
     .await
@@ -244,6 +249,7 @@ async fn a_line_cut_at_the_column_cap_is_truncated_and_saved_whole() {
             budget: ArtifactBudget::runtime(u64::MAX),
             keep_artifact: false,
             events,
+            watch: OutputWatch::default(),
         },
     )
     .await

@@ -59,8 +59,51 @@ pub(crate) struct SessionParams {
 pub(crate) struct RunParams {
     /// The session to run in.
     pub session_id: String,
-    /// What to run: `{command, env?, timeout?, cwd?, pty?, async?, cols?, rows?}`.
+    /// What to run: `{command, env?, timeout?, cwd?, pty?, async?, cols?,
+    /// rows?, auto_background_after?, idle_timeout?, wait_for?}`.
     pub request: RunRequest,
+    /// Notifications this connection gets about this run, even when it is
+    /// not subscribed to the session: `exit` (`job.finished`), `output`
+    /// (`output`) and `ready` (`job.ready`). A subscribed connection gets
+    /// them all anyway.
+    #[serde(default)]
+    pub notify_on: Vec<NotifyOn>,
+}
+
+/// A kind of notification about one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum NotifyOn {
+    /// `job.finished`, when it ends.
+    Exit,
+    /// `output`, as it prints (coalesced).
+    Output,
+    /// `job.ready`, when its `wait_for` holds.
+    Ready,
+}
+
+impl NotifyOn {
+    /// Whether `event` is of this kind.
+    pub(crate) fn covers(self, event: &SessionEvent) -> bool {
+        matches!(
+            (self, event),
+            (NotifyOn::Exit, SessionEvent::JobFinished { .. })
+                | (NotifyOn::Output, SessionEvent::Output { .. })
+                | (NotifyOn::Ready, SessionEvent::JobReady { .. })
+        )
+    }
+}
+
+/// The job an event is about, if it is about one.
+pub(crate) fn event_job(event: &SessionEvent) -> Option<&JobId> {
+    match event {
+        SessionEvent::Output { job_id, .. }
+        | SessionEvent::JobStarted { job_id, .. }
+        | SessionEvent::JobFinished { job_id, .. }
+        | SessionEvent::JobReady { job_id, .. }
+        | SessionEvent::PtyState { job_id, .. } => Some(job_id),
+        _ => None,
+    }
 }
 
 /// Params naming one job.
@@ -89,14 +132,18 @@ pub(crate) struct OutputParams {
     pub max_bytes: Option<usize>,
 }
 
-/// `job.wait`.
+/// `job.wait`: give `job_id` or `job_ids`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct WaitParams {
-    /// The session the job belongs to.
+    /// The session the jobs belong to.
     pub session_id: String,
     /// The job.
-    pub job_id: JobId,
+    #[serde(default)]
+    pub job_id: Option<JobId>,
+    /// Several jobs: the result of the first to finish.
+    #[serde(default)]
+    pub job_ids: Option<Vec<JobId>>,
     /// Longest wait in milliseconds (default 30000).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
@@ -263,6 +310,17 @@ pub(crate) struct JobFinishedNote {
     pub timed_out: bool,
 }
 
+/// `job.ready` notification.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct JobReadyNote {
+    /// The session.
+    pub session_id: String,
+    /// The job.
+    pub job_id: JobId,
+    /// What held (``output matching `re` ``, `port 8000 listening`).
+    pub what: String,
+}
+
 /// `pty.state` notification.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct PtyStateNote {
@@ -415,6 +473,11 @@ const NOTIFICATIONS: &[(&str, &str, SchemaFn)] = &[
         schema_of::<JobFinishedNote>,
     ),
     (
+        "job.ready",
+        "A job's wait_for held (its output matched, its port listens, its path exists); it goes on.",
+        schema_of::<JobReadyNote>,
+    ),
+    (
         "pty.state",
         "A terminal job changed state (running, awaiting_input, exited).",
         schema_of::<PtyStateNote>,
@@ -503,8 +566,14 @@ pub(crate) async fn dispatch(
         "run" => {
             let p: RunParams = params(raw)?;
             let session = conn.session(&p.session_id).await?;
+            // Subscribed before the run starts, so none of its events is missed.
+            let watch = (!p.notify_on.is_empty() && !conn.is_subscribed(&p.session_id))
+                .then(|| session.subscribe());
             let run = session.start_run(p.request).await?;
             let job_id = run.job_id().clone();
+            if let Some(events) = watch {
+                conn.notify_run(&p.session_id, events, job_id.clone(), p.notify_on);
+            }
             tokio::select! {
                 outcome = run.outcome() => to_value(outcome?),
                 () = conn.closed() => {
@@ -548,8 +617,18 @@ pub(crate) async fn dispatch(
         }
         "job.wait" => {
             let p: WaitParams = params(raw)?;
+            let job_ids = match (p.job_id, p.job_ids) {
+                (Some(job_id), None) => vec![job_id],
+                (None, Some(job_ids)) if !job_ids.is_empty() => job_ids,
+                _ => {
+                    return Err(RpcError::new(
+                        INVALID_PARAMS,
+                        "invalid params: give exactly one of job_id and job_ids (a non-empty list)",
+                    ));
+                }
+            };
             let session = conn.session(&p.session_id).await?;
-            let result = session.wait(&p.job_id, wait_for(p.timeout_ms)).await?;
+            let result = session.wait_any(&job_ids, wait_for(p.timeout_ms)).await?;
             to_value(Waited { result })
         }
         "job.kill" => {
@@ -572,7 +651,12 @@ pub(crate) async fn dispatch(
         "pty.start" => {
             let p: RunParams = params(raw)?;
             let session = conn.session(&p.session_id).await?;
+            let watch = (!p.notify_on.is_empty() && !conn.is_subscribed(&p.session_id))
+                .then(|| session.subscribe());
             let handle = session.start_pty(p.request).await?;
+            if let Some(events) = watch {
+                conn.notify_run(&p.session_id, events, handle.job_id().clone(), p.notify_on);
+            }
             to_value(PtyStarted {
                 job_id: handle.job_id().clone(),
             })
@@ -663,6 +747,14 @@ pub(crate) fn event_note(session_id: &str, event: SessionEvent) -> Option<(&'sta
                 job_id,
                 exit_code,
                 timed_out,
+            }),
+        ),
+        SessionEvent::JobReady { job_id, what } => (
+            "job.ready",
+            serde_json::to_value(JobReadyNote {
+                session_id,
+                job_id,
+                what,
             }),
         ),
         SessionEvent::PtyState { job_id, state } => (

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use shellvisor::Runtime;
 use shellvisor::Session;
+use shellvisor::SessionEvent;
 use tokio::io::AsyncRead;
 use tokio::io::AsyncWrite;
 use tokio::io::AsyncWriteExt;
@@ -70,6 +71,9 @@ pub(crate) struct Connection {
     runtime: Runtime,
     outbox: mpsc::Sender<Value>,
     subscriptions: Mutex<HashMap<String, JoinHandle<()>>>,
+    /// Forwarders of single runs' notifications (`notify_on`), each ending
+    /// with its run; aborted with the connection.
+    run_watches: Mutex<Vec<JoinHandle<()>>>,
     /// Turns true when the connection's client is gone and its foreground
     /// runs are to be killed.
     closed: watch::Sender<bool>,
@@ -104,6 +108,47 @@ impl Connection {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether this connection receives the session's notifications.
+    pub(crate) fn is_subscribed(&self, id: &str) -> bool {
+        self.lock().contains_key(id)
+    }
+
+    /// Forwards the notifications `kinds` of one run (`notify_on`) to this
+    /// connection, until the run finishes.
+    pub(crate) fn notify_run(
+        &self,
+        id: &str,
+        mut events: shellvisor::Subscription,
+        job_id: shellvisor::JobId,
+        kinds: Vec<methods::NotifyOn>,
+    ) {
+        let outbox = self.outbox.clone();
+        let session_id = id.to_owned();
+        let task = tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                if methods::event_job(&event) != Some(&job_id) {
+                    continue;
+                }
+                let finished = matches!(event, SessionEvent::JobFinished { .. });
+                if kinds.iter().any(|kind| kind.covers(&event))
+                    && let Some((method, params)) = methods::event_note(&session_id, event)
+                    && outbox.send(notification(method, params)).await.is_err()
+                {
+                    return;
+                }
+                if finished {
+                    return;
+                }
+            }
+        });
+        let mut watches = self
+            .run_watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        watches.retain(|watch| !watch.is_finished());
+        watches.push(task);
+    }
+
     /// Forwards the session's events to this connection as notifications
     /// (once per session and connection).
     pub(crate) fn subscribe(&self, id: &str, session: &Session) {
@@ -133,6 +178,13 @@ impl Drop for Connection {
         for (_, task) in self.lock().drain() {
             task.abort();
         }
+        let watches = self
+            .run_watches
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        for task in watches.drain(..) {
+            task.abort();
+        }
     }
 }
 
@@ -156,6 +208,7 @@ where
         runtime: runtime.clone(),
         outbox: outbox.clone(),
         subscriptions: Mutex::new(HashMap::new()),
+        run_watches: Mutex::default(),
         closed: watch::Sender::new(false),
     });
     let mut lines = LineReader::new(input, options.max_line_bytes);

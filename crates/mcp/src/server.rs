@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use dashmap::DashMap;
 use rmcp::ErrorData;
 use rmcp::RoleServer;
 use rmcp::ServerHandler;
@@ -36,6 +37,7 @@ use crate::tools::JobArgs;
 use crate::tools::JobList;
 use crate::tools::JobListArgs;
 use crate::tools::JobOutputArgs;
+use crate::tools::JobProgress;
 use crate::tools::JobWaitArgs;
 use crate::tools::MAX_OUTPUT_BYTES;
 use crate::tools::OutputContent;
@@ -43,10 +45,14 @@ use crate::tools::RunContent;
 use crate::tools::ScreenContent;
 use crate::tools::SessionCloseArgs;
 use crate::tools::SessionClosed;
+use crate::tools::WAIT_NEW_OUTPUT_BYTES;
 use crate::tools::WriteStdinArgs;
+use crate::tools::job_state;
 use crate::tools::wait_timeout;
 use crate::tools::write_and_settle;
 
+/// Jobs whose read offset one connection remembers.
+const MAX_READ_OFFSETS: usize = 10_000;
 /// How often a running `bash` call reports progress (when asked to).
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// How much of the output's end a progress message may show.
@@ -64,6 +70,9 @@ pub struct McpOptions {
 struct ShellServer {
     runtime: Runtime,
     options: Arc<McpOptions>,
+    /// Where this connection last stopped reading each job's output (by
+    /// session and job), for the new output a `job_wait` shows.
+    read_offsets: Arc<DashMap<(String, String), u64>>,
 }
 
 /// Serves MCP on stdin/stdout until the client closes the connection, then
@@ -88,6 +97,7 @@ where
     let server = ShellServer {
         runtime: runtime.clone(),
         options: Arc::new(options),
+        read_offsets: Arc::default(),
     };
     let (read, write) = framing::bounded(io.0, io.1);
     // The framing enforces the limit (and answers what is over it).
@@ -138,7 +148,9 @@ fn tools() -> Vec<Tool> {
         ),
         tool::<JobWaitArgs, RunContent>(
             "job_wait",
-            "Wait up to `timeout` seconds (default 30, at most 50) for a background job to finish and return its result.",
+            "Wait up to `timeout` seconds (default 30; up to 3600 where the client allows long calls) for a background job \
+             to finish and return its result. With `job_ids`, answer when the first of several finishes, or at the timeout \
+             with each one's state and new output.",
         ),
         tool::<JobArgs, RunContent>(
             "job_kill",
@@ -260,7 +272,7 @@ impl ShellServer {
     }
 
     async fn job_output(&self, args: JobOutputArgs) -> shellvisor::Result<CallToolResult> {
-        let (session, _) = self.session(args.session_id.as_deref()).await?;
+        let (session, session_id) = self.session(args.session_id.as_deref()).await?;
         let job_id = JobId::new(args.job_id.clone());
         let offset = args.offset.unwrap_or(0);
         let max = args
@@ -269,6 +281,7 @@ impl ShellServer {
             .min(MAX_OUTPUT_BYTES);
         let chunk = session.read_output(&job_id, offset, max).await?;
         let bytes = chunk.data.len() as u64;
+        self.remember_offset((session_id, args.job_id.clone()), chunk.offset + bytes);
         let structured = OutputContent {
             job_id: args.job_id,
             offset: chunk.offset,
@@ -283,15 +296,81 @@ impl ShellServer {
 
     async fn job_wait(&self, args: JobWaitArgs) -> shellvisor::Result<CallToolResult> {
         let (session, session_id) = self.session(args.session_id.as_deref()).await?;
-        let job_id = JobId::new(args.job_id);
-        result_or_state(
-            &session,
-            &session_id,
-            &job_id,
-            wait_timeout(args.timeout),
-            Asked::Wait,
-        )
-        .await
+        let job_ids = args.job_ids()?;
+        let timeout = wait_timeout(args.timeout);
+        if let [job_id] = job_ids.as_slice() {
+            return result_or_state(&session, &session_id, job_id, timeout, Asked::Wait).await;
+        }
+        if let Some(result) = session.wait_any(&job_ids, timeout).await? {
+            return Ok(tool_result((
+                RunContent::from_result(&session_id, &result),
+                result.text.clone(),
+                result.is_error,
+            )));
+        }
+        let mut jobs = Vec::with_capacity(job_ids.len());
+        for job_id in &job_ids {
+            jobs.push(self.progress(&session, &session_id, job_id).await?);
+        }
+        let text = jobs
+            .iter()
+            .map(|job| {
+                let new = if job.new_output.is_empty() {
+                    "no new output".to_owned()
+                } else {
+                    format!("new output:\n{}", job.new_output.trim_end())
+                };
+                format!(
+                    "Job {} is {} ({} bytes of output); {new}",
+                    job.job_id,
+                    job.state.replace('_', " "),
+                    job.output_bytes
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let structured = RunContent {
+            status: "running".to_owned(),
+            session_id,
+            state: "running".to_owned(),
+            jobs: Some(jobs),
+            ..RunContent::default()
+        };
+        Ok(tool_result((structured, text, false)))
+    }
+
+    /// Notes where this connection stopped reading a job's output. Bounded:
+    /// past [`MAX_READ_OFFSETS`] jobs the notes start afresh (a job's next
+    /// wait then shows its output from the start).
+    fn remember_offset(&self, key: (String, String), offset: u64) {
+        if self.read_offsets.len() >= MAX_READ_OFFSETS {
+            self.read_offsets.clear();
+        }
+        self.read_offsets.insert(key, offset);
+    }
+
+    /// A job's state and its output since this connection last read it.
+    async fn progress(
+        &self,
+        session: &Session,
+        session_id: &str,
+        job_id: &JobId,
+    ) -> shellvisor::Result<JobProgress> {
+        let info = session.job(job_id).await?;
+        let key = (session_id.to_owned(), job_id.to_string());
+        let from = self.read_offsets.get(&key).map_or(0, |offset| *offset);
+        let chunk = session
+            .read_output(job_id, from, WAIT_NEW_OUTPUT_BYTES)
+            .await?;
+        let next_offset = chunk.offset + chunk.data.len() as u64;
+        self.remember_offset(key, next_offset);
+        Ok(JobProgress {
+            job_id: job_id.to_string(),
+            state: job_state(&info).to_owned(),
+            output_bytes: info.output_bytes,
+            new_output: String::from_utf8_lossy(&chunk.data).into_owned(),
+            next_offset,
+        })
     }
 
     async fn job_kill(&self, args: JobArgs) -> shellvisor::Result<CallToolResult> {

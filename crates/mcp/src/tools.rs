@@ -19,10 +19,12 @@ use shellvisor::RunResult;
 use shellvisor::Screen;
 use shellvisor::Session;
 
-/// Longest `job_wait` (seconds): below the 60 s that hosts commonly allow a call.
-pub(crate) const MAX_WAIT_SECS: u64 = 50;
-/// Default `job_wait` (seconds).
+/// Longest `job_wait` (seconds), for clients that allow long calls.
+pub(crate) const MAX_WAIT_SECS: u64 = 3600;
+/// Default `job_wait` (seconds): below the 60 s that hosts commonly allow a call.
 pub(crate) const DEFAULT_WAIT_SECS: u64 = 30;
+/// Most new output a `job_wait` over several jobs shows per job, in bytes.
+pub(crate) const WAIT_NEW_OUTPUT_BYTES: usize = 4096;
 /// Default and largest `job_output` read.
 pub(crate) const DEFAULT_OUTPUT_BYTES: usize = 64 * 1024;
 pub(crate) const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
@@ -74,6 +76,34 @@ pub(crate) struct BashArgs {
     /// first, the call waits for the result or the timeout instead.
     #[serde(default)]
     pub auto_background_after: Option<f64>,
+    /// End the command when it prints nothing for this many seconds
+    /// (fractions allowed; at most 86400; 0 = off): it is killed as on a
+    /// timeout, with `[Command produced no output for N seconds]`.
+    #[serde(default)]
+    pub idle_timeout: Option<f64>,
+    /// Answer as soon as the command is ready, while it goes on as a job:
+    /// `{"output": "<regex>"}` (a line of output matches), `{"port": 8000}`
+    /// (a TCP port listens) or `{"path": "<file>"}` (it exists). For "start
+    /// the dev server, tell me when it listens". Until then `timeout` and
+    /// auto-background apply as usual.
+    #[serde(default)]
+    pub wait_for: Option<shellvisor::WaitFor>,
+}
+
+impl JobWaitArgs {
+    /// The jobs to wait for: `job_id` or `job_ids`, exactly one of them.
+    pub(crate) fn job_ids(&self) -> shellvisor::Result<Vec<JobId>> {
+        let ids: Vec<JobId> = match (&self.job_id, &self.job_ids) {
+            (Some(id), None) => vec![JobId::new(id.clone())],
+            (None, Some(ids)) if !ids.is_empty() => ids.iter().cloned().map(JobId::new).collect(),
+            _ => {
+                return Err(shellvisor::Error::InvalidRequest {
+                    message: "give exactly one of job_id and job_ids (a non-empty list)".to_owned(),
+                });
+            }
+        };
+        Ok(ids)
+    }
 }
 
 impl BashArgs {
@@ -88,12 +118,16 @@ impl BashArgs {
         request.cwd = self.cwd.clone();
         request.cols = self.cols;
         request.rows = self.rows;
+        let invalid = |message| shellvisor::Error::InvalidRequest { message };
         if let Some(seconds) = self.auto_background_after {
-            request.auto_background_after = Some(
-                shellvisor::auto_background_from_secs(seconds)
-                    .map_err(|message| shellvisor::Error::InvalidRequest { message })?,
-            );
+            request.auto_background_after =
+                Some(shellvisor::auto_background_from_secs(seconds).map_err(invalid)?);
         }
+        if let Some(seconds) = self.idle_timeout {
+            request.idle_timeout =
+                Some(shellvisor::idle_timeout_from_secs(seconds).map_err(invalid)?);
+        }
+        request.wait_for = self.wait_for.clone();
         Ok(request)
     }
 }
@@ -168,17 +202,23 @@ pub(crate) struct JobOutputArgs {
     pub max_bytes: Option<usize>,
 }
 
-/// `job_wait`: wait for a job to finish.
+/// `job_wait`: wait for a job (or the first of several) to finish.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct JobWaitArgs {
-    /// The job's id.
-    pub job_id: String,
-    /// Its session (default: this connection's session).
+    /// The job's id (give this or `job_ids`).
+    #[serde(default)]
+    pub job_id: Option<String>,
+    /// Several jobs: the call answers when the first of them finishes, or at
+    /// its timeout with each one's state and its output since the last read.
+    #[serde(default)]
+    pub job_ids: Option<Vec<String>>,
+    /// Their session (default: this connection's session).
     #[serde(default)]
     pub session_id: Option<String>,
-    /// Longest wait in seconds (default 30, at most 50). A fraction is
-    /// rounded up to the next whole second.
+    /// Longest wait in seconds (default 30, which fits hosts that give a
+    /// call 60 s; up to 3600 for clients that allow long calls). A fraction
+    /// is rounded up to the next whole second.
     #[serde(default, deserialize_with = "whole_seconds")]
     #[schemars(with = "Option<f64>")]
     pub timeout: Option<u64>,
@@ -229,8 +269,11 @@ pub(crate) struct RunContent {
     pub session_id: String,
     /// Exit status (128+N for signal N), once known.
     pub exit_code: Option<i32>,
-    /// The deadline fired and the process tree was killed.
+    /// The deadline (or the idle timeout) fired and the process tree was killed.
     pub timed_out: bool,
+    /// Which fired: `deadline` or `idle`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_reason: Option<String>,
     /// The job was killed on request.
     pub killed: bool,
     /// Part of the output is not in the text (read it with `job_output`).
@@ -245,10 +288,31 @@ pub(crate) struct RunContent {
     /// The job's state: `running`, `awaiting_input`, `completed`, `failed`,
     /// `timed_out` or `killed`.
     pub state: String,
-    /// Why a job went to the background: `requested`, `timer` or `awaiting_input`.
+    /// Why a job went to the background: `requested`, `timer`,
+    /// `awaiting_input` or `ready` (its `wait_for` held).
     pub background_reason: Option<String>,
     /// Wall time in milliseconds.
     pub wall_time_ms: Option<u64>,
+    /// A `job_wait` over several jobs that ended before any finished: each
+    /// one's state and its output since the last read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<Vec<JobProgress>>,
+}
+
+/// One job in a `job_wait` over several that timed out.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct JobProgress {
+    /// The job's id.
+    pub job_id: String,
+    /// `running`, `awaiting_input`, `completed`, `failed`, `timed_out` or `killed`.
+    pub state: String,
+    /// Raw output bytes so far.
+    pub output_bytes: u64,
+    /// Its output since the last read (`job_output`, or an earlier wait), at
+    /// most 4096 bytes, as text.
+    pub new_output: String,
+    /// Where the next read starts.
+    pub next_offset: u64,
 }
 
 impl RunContent {
@@ -259,6 +323,9 @@ impl RunContent {
             session_id: session_id.to_owned(),
             exit_code: result.exit_code,
             timed_out: result.timed_out,
+            timeout_reason: result
+                .timeout_reason
+                .map(|reason| reason.as_str().to_owned()),
             killed: result.killed,
             truncated: result.truncation.truncated,
             output_bytes: result.truncation.total_bytes,
@@ -267,6 +334,7 @@ impl RunContent {
             state: finished_state(result).to_owned(),
             background_reason: None,
             wall_time_ms: Some(result.wall_time_ms),
+            jobs: None,
         }
     }
 
@@ -338,7 +406,7 @@ fn finished_state(result: &RunResult) -> &'static str {
     }
 }
 
-fn job_state(info: &JobInfo) -> &'static str {
+pub(crate) fn job_state(info: &JobInfo) -> &'static str {
     match (info.state, info.pty_state) {
         (JobStatus::Running, Some(PtyState::AwaitingInput)) => "awaiting_input",
         (JobStatus::Running, _) => "running",

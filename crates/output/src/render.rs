@@ -249,15 +249,33 @@ pub fn timeout_notice(seconds: u64) -> String {
     format!("[Command timed out after {seconds} seconds]")
 }
 
+/// `[Command produced no output for N seconds]`, the first line of a run
+/// ended by its idle timeout (`N` as given: `1`, `0.5`).
+pub fn idle_notice(idle: Duration) -> String {
+    format!(
+        "[Command produced no output for {} seconds]",
+        idle.as_secs_f64()
+    )
+}
+
+/// Why the runtime stopped a run, as its result's first line says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Its deadline fired after this many seconds.
+    Deadline(u64),
+    /// It printed nothing for this long.
+    Idle(Duration),
+    /// It was killed on request.
+    Cancelled,
+}
+
 /// The pieces of a result's model-facing text.
 #[derive(Clone, Debug, Default)]
 pub struct ResultTextParts<'a> {
     /// The rendered output body.
     pub body: &'a str,
-    /// The deadline, in seconds, when it fired.
-    pub timed_out_after_secs: Option<u64>,
-    /// Whether the run was killed on request.
-    pub cancelled: bool,
+    /// Why the runtime stopped the run, if it did.
+    pub stopped: Option<Stopped>,
     /// How long the run took.
     pub wall_time: Duration,
     /// Notice lines (timeout clamping, shell restarts, ...).
@@ -272,6 +290,7 @@ pub struct ResultTextParts<'a> {
 ///
 /// ```text
 /// [Command timed out after N seconds]     (only on timeout)
+/// [Command produced no output for N seconds]  (only on an idle timeout)
 /// [Command cancelled]                     (only when killed on request)
 /// <output, or "(no output)">
 ///
@@ -284,11 +303,14 @@ pub struct ResultTextParts<'a> {
 /// ```
 pub fn result_text(parts: &ResultTextParts<'_>) -> String {
     let mut text = String::with_capacity(parts.body.len() + 128);
-    if let Some(seconds) = parts.timed_out_after_secs {
-        text.push_str(&timeout_notice(seconds));
+    match parts.stopped {
+        Some(Stopped::Deadline(seconds)) => text.push_str(&timeout_notice(seconds)),
+        Some(Stopped::Idle(idle)) => text.push_str(&idle_notice(idle)),
+        Some(Stopped::Cancelled) => text.push_str("[Command cancelled]"),
+        None => {}
+    }
+    if parts.stopped.is_some() {
         text.push('\n');
-    } else if parts.cancelled {
-        text.push_str("[Command cancelled]\n");
     }
     let body = parts.body.trim_end_matches('\n');
     text.push_str(if body.is_empty() { "(no output)" } else { body });
@@ -657,13 +679,23 @@ mod tests {
         );
         let text = result_text(&ResultTextParts {
             body: "",
-            timed_out_after_secs: Some(1),
+            stopped: Some(Stopped::Deadline(1)),
             wall_time: Duration::from_millis(1000),
             ..Default::default()
         });
         assert_eq!(
             text,
             "[Command timed out after 1 seconds]\n(no output)\n\nWall time: 1.00 seconds"
+        );
+        let text = result_text(&ResultTextParts {
+            body: "a\n",
+            stopped: Some(Stopped::Idle(Duration::from_millis(1500))),
+            wall_time: Duration::from_millis(1600),
+            ..Default::default()
+        });
+        assert_eq!(
+            text,
+            "[Command produced no output for 1.5 seconds]\na\n\nWall time: 1.60 seconds"
         );
     }
 }

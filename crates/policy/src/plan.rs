@@ -7,6 +7,7 @@ use std::time::Duration;
 use shellvisor_protocol::Config;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::MAX_AUTO_BACKGROUND_SECS;
+use shellvisor_protocol::MAX_IDLE_TIMEOUT_SECS;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunRequest;
 
@@ -15,6 +16,8 @@ use crate::cwd::resolve_cwd;
 use crate::env::validate_command;
 use crate::env::validate_env;
 use crate::interceptor::Interceptor;
+use crate::ready::Ready;
+use crate::ready::ready_check;
 use crate::timeout::TimeoutDecision;
 use crate::timeout::resolve_timeout;
 use crate::urls::INTERNAL_SCHEMES;
@@ -46,9 +49,13 @@ pub struct RunPlan {
     pub timeout: TimeoutDecision,
     /// When a foreground run goes to the background: the request's own
     /// wait if it comes before the deadline (else never), or the configured
-    /// auto-background (`min(threshold, deadline - 1 s)`, the reference's
-    /// rule). `None`: it stays in the foreground.
+    /// auto-background under the same rule (never after the deadline).
+    /// `None`: it stays in the foreground.
     pub auto_background: Option<Duration>,
+    /// How long the run may print nothing before it is killed (`None`: no limit).
+    pub idle_timeout: Option<Duration>,
+    /// What makes the run ready (`wait_for`).
+    pub ready: Option<Ready>,
     /// Notices decided while planning (timeout clamping); the Session adds
     /// its own (a terminal fallback).
     pub notices: Vec<String>,
@@ -175,8 +182,26 @@ pub fn plan(request: &RunRequest, ctx: &PlanContext<'_>) -> Result<RunPlan> {
             .then_some(after),
         None => ctx.config.jobs.auto_background_after(timeout.deadline),
     };
+    let idle_timeout = match request.idle_timeout {
+        Some(idle) if idle > Duration::from_secs(MAX_IDLE_TIMEOUT_SECS) => {
+            return Err(Error::InvalidRequest {
+                message: format!(
+                    "idle_timeout must be between 0 and {MAX_IDLE_TIMEOUT_SECS} seconds"
+                ),
+            });
+        }
+        idle => idle.filter(|idle| !idle.is_zero()),
+    };
+    let start_dir = cwd.as_deref().unwrap_or(ctx.session_cwd);
+    let ready = request
+        .wait_for
+        .as_ref()
+        .map(|wait_for| ready_check(wait_for, start_dir))
+        .transpose()?;
     let notices = timeout.notice.iter().cloned().collect();
     Ok(RunPlan {
+        idle_timeout,
+        ready,
         label: job_label(&request.command),
         command,
         cwd,

@@ -22,6 +22,7 @@
 //!   (wrapper scripts, nonce-tagged status and environment records, `export -p`
 //!   snapshots); [`StdinProbe`]: whether a shell waits for its next line
 //!   (its wrapper did not finish).
+//! - [`tcp_port_listening`]: whether a TCP port listens (a run's readiness).
 //!
 //! Linux only (pidfd needs Linux 5.3).
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
@@ -37,6 +38,7 @@ mod fifo;
 mod group;
 mod launch;
 mod limits;
+mod listening;
 mod posix_session;
 pub mod pty;
 mod run_processes;
@@ -60,6 +62,7 @@ pub use group::ProcessRegistry;
 pub use group::Signal;
 pub use launch::find_program;
 pub use limits::raise_fd_limit;
+pub use listening::tcp_port_listening;
 pub use posix_session::ProcessSessionId;
 pub use posix_session::SessionGuard;
 pub use posix_session::live_children;

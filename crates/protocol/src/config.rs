@@ -254,7 +254,8 @@ pub struct JobsConfig {
     /// turns it on).
     pub auto_background: bool,
     /// The auto-background threshold in seconds. A run is backgrounded after
-    /// `min(threshold, timeout - 1 s)`; `0` backgrounds at once.
+    /// it when it comes before the run's deadline (else the run stays in the
+    /// foreground); `0` backgrounds at once.
     pub auto_background_secs: u64,
     /// Running background jobs allowed per session.
     pub max_running_per_session: usize,
@@ -403,17 +404,21 @@ impl PtyConfig {
 
 impl JobsConfig {
     /// How long a foreground run with `deadline` waits before it is
-    /// backgrounded: `min(threshold, deadline - 1 s)`, or `None` when
-    /// auto-background is off.
+    /// backgrounded: the threshold when it comes before the deadline, else
+    /// `None` (the run stays in the foreground and answers with its result
+    /// or its timeout), and `None` when auto-background is off.
+    ///
+    /// This departs from the reference tool's `min(threshold, deadline - 1 s)`,
+    /// which backgrounds `echo quick` at once under `timeout: 1` and answers
+    /// any short deadline with a job id one second before killing the run.
     pub fn auto_background_after(&self, deadline: Option<Duration>) -> Option<Duration> {
         if !self.auto_background {
             return None;
         }
         let threshold = Duration::from_secs(self.auto_background_secs);
-        Some(match deadline {
-            None => threshold,
-            Some(deadline) => threshold.min(deadline.saturating_sub(Duration::from_secs(1))),
-        })
+        deadline
+            .is_none_or(|deadline| threshold < deadline)
+            .then_some(threshold)
     }
 }
 
@@ -422,7 +427,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn auto_background_wait_follows_the_reference_formula() {
+    fn auto_background_fires_only_before_the_deadline() {
         let mut jobs = JobsConfig::default();
         assert_eq!(
             jobs.auto_background_after(Some(Duration::from_secs(300))),
@@ -433,11 +438,13 @@ mod tests {
             jobs.auto_background_after(secs.map(Duration::from_secs))
         };
         assert_eq!(after(&jobs, Some(300)), Some(Duration::from_secs(60)));
-        assert_eq!(after(&jobs, Some(30)), Some(Duration::from_secs(29)));
-        assert_eq!(after(&jobs, Some(1)), Some(Duration::ZERO));
+        assert_eq!(after(&jobs, Some(30)), None, "the deadline comes first");
+        assert_eq!(after(&jobs, Some(60)), None, "a tie goes to the deadline");
+        assert_eq!(after(&jobs, Some(1)), None, "`timeout: 1` is not a job id");
         assert_eq!(after(&jobs, None), Some(Duration::from_secs(60)));
         jobs.auto_background_secs = 0;
         assert_eq!(after(&jobs, Some(300)), Some(Duration::ZERO));
+        assert_eq!(after(&jobs, Some(1)), Some(Duration::ZERO));
     }
 
     #[test]

@@ -33,6 +33,14 @@ pub enum SessionEvent {
         /// Whether its deadline fired.
         timed_out: bool,
     },
+    /// A run's `wait_for` held: its output matched, its port listens, or
+    /// its path exists. Sent once per run; the run goes on.
+    JobReady {
+        /// The run's id.
+        job_id: JobId,
+        /// What held, as a notice names it (``output matching `re` ``).
+        what: String,
+    },
     /// A run on a pseudo-terminal changed state (for example its program now
     /// waits for input).
     PtyState {

@@ -49,13 +49,34 @@ pub struct RunRequest {
     /// most 86400, a day). `None` means the configured
     /// auto-background. A run whose deadline comes first stays in the
     /// foreground and answers with its result or its timeout.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "seconds")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "seconds::auto_background"
+    )]
     #[cfg_attr(feature = "schema", schemars(with = "Option<f64>"))]
     pub auto_background_after: Option<Duration>,
+    /// End the run when it prints nothing for this long, in seconds
+    /// (fractions allowed; at most 86400): it is killed as on a timeout, with
+    /// `[Command produced no output for N seconds]`. `None` or `0`: off.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "seconds::idle"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<f64>"))]
+    pub idle_timeout: Option<Duration>,
+    /// Answer as soon as the run is ready (see [`WaitFor`]): "start the dev
+    /// server, tell me when it listens". Until then the deadline and
+    /// auto-background apply as usual.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_for: Option<WaitFor>,
 }
 
 /// The longest per-call auto-background wait, in seconds (a day).
 pub const MAX_AUTO_BACKGROUND_SECS: u64 = 86_400;
+/// The longest `idle_timeout`, in seconds (a day).
+pub const MAX_IDLE_TIMEOUT_SECS: u64 = 86_400;
 
 /// An `auto_background_after` given in seconds (fractions allowed), checked
 /// against its range: the one check every interface uses.
@@ -63,16 +84,60 @@ pub const MAX_AUTO_BACKGROUND_SECS: u64 = 86_400;
 /// # Errors
 /// The message naming the range, for a negative, too large or NaN value.
 pub fn auto_background_from_secs(seconds: f64) -> Result<Duration, String> {
-    let limit = MAX_AUTO_BACKGROUND_SECS;
+    seconds_in_range("auto_background_after", seconds, MAX_AUTO_BACKGROUND_SECS)
+}
+
+/// An `idle_timeout` given in seconds (fractions allowed; `0` is off),
+/// checked against its range: the one check every interface uses.
+///
+/// # Errors
+/// The message naming the range, for a negative, too large or NaN value.
+pub fn idle_timeout_from_secs(seconds: f64) -> Result<Duration, String> {
+    seconds_in_range("idle_timeout", seconds, MAX_IDLE_TIMEOUT_SECS)
+}
+
+fn seconds_in_range(field: &str, seconds: f64, limit: u64) -> Result<Duration, String> {
     if !(0.0..=limit as f64).contains(&seconds) {
         return Err(format!(
-            "auto_background_after must be between 0 and {limit} seconds, got {seconds}"
+            "{field} must be between 0 and {limit} seconds, got {seconds}"
         ));
     }
     Ok(Duration::from_secs_f64(seconds))
 }
 
-/// `Option<Duration>` as seconds on the wire (fractions allowed).
+/// What a run waits for before it counts as ready (`wait_for`). A
+/// foreground run answers as soon as it holds, as a background job with
+/// reason `ready` (the job goes on); a background job emits a `ready`
+/// event. On the wire: `{"output": "<regex>"}`, `{"port": 8000}` or
+/// `{"path": "<file>"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum WaitFor {
+    /// A line of the run's output (or the line it is writing) matches this
+    /// regular expression (Rust `regex` syntax, at most 1,024 characters).
+    Output(String),
+    /// A TCP port (1..=65535) is listening on this machine (IPv4 or IPv6).
+    Port(u16),
+    /// A file or directory exists: absolute, or relative to the directory
+    /// the run starts in.
+    Path(String),
+}
+
+impl WaitFor {
+    /// How a notice names what is awaited: ``output matching `re` ``,
+    /// `port 8000 listening`, ``path `x` existing``.
+    pub fn describe(&self) -> String {
+        match self {
+            WaitFor::Output(regex) => format!("output matching `{regex}`"),
+            WaitFor::Port(port) => format!("port {port} listening"),
+            WaitFor::Path(path) => format!("`{path}` existing"),
+        }
+    }
+}
+
+/// `Option<Duration>` as seconds on the wire (fractions allowed), each
+/// field with its own range check.
 mod seconds {
     use std::time::Duration;
 
@@ -91,15 +156,36 @@ mod seconds {
         }
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+    pub(super) fn deserialize_with<'de, D: Deserializer<'de>>(
         deserializer: D,
+        check: fn(f64) -> Result<Duration, String>,
     ) -> Result<Option<Duration>, D::Error> {
         let Some(seconds) = Option::<f64>::deserialize(deserializer)? else {
             return Ok(None);
         };
-        super::auto_background_from_secs(seconds)
-            .map(Some)
-            .map_err(serde::de::Error::custom)
+        check(seconds).map(Some).map_err(serde::de::Error::custom)
+    }
+
+    /// `auto_background_after`.
+    pub(super) mod auto_background {
+        pub(in super::super) use super::serialize;
+
+        pub(in super::super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<std::time::Duration>, D::Error> {
+            super::deserialize_with(deserializer, crate::auto_background_from_secs)
+        }
+    }
+
+    /// `idle_timeout`.
+    pub(super) mod idle {
+        pub(in super::super) use super::serialize;
+
+        pub(in super::super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<std::time::Duration>, D::Error> {
+            super::deserialize_with(deserializer, crate::idle_timeout_from_secs)
+        }
     }
 }
 
@@ -117,6 +203,21 @@ impl RunRequest {
     #[must_use]
     pub fn auto_background_after(mut self, after: Duration) -> Self {
         self.auto_background_after = Some(after);
+        self
+    }
+
+    /// Ends the run when it prints nothing for `idle` (see
+    /// [`RunRequest::idle_timeout`]).
+    #[must_use]
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = Some(idle);
+        self
+    }
+
+    /// Answers as soon as `ready` holds (see [`RunRequest::wait_for`]).
+    #[must_use]
+    pub fn wait_for(mut self, ready: WaitFor) -> Self {
+        self.wait_for = Some(ready);
         self
     }
 
@@ -192,6 +293,33 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn idle_timeout_and_wait_for_on_the_wire() {
+        let wire: RunRequest = serde_json::from_str(
+            r#"{"command":"x","idle_timeout":1.5,"wait_for":{"output":"Serving HTTP"}}"#,
+        )
+        .unwrap();
+        assert_eq!(wire.idle_timeout, Some(Duration::from_millis(1500)));
+        assert_eq!(wire.wait_for, Some(WaitFor::Output("Serving HTTP".into())));
+        let port: RunRequest =
+            serde_json::from_str(r#"{"command":"x","wait_for":{"port":8000}}"#).unwrap();
+        assert_eq!(port.wait_for, Some(WaitFor::Port(8000)));
+        let err = serde_json::from_str::<RunRequest>(r#"{"command":"x","idle_timeout":-2}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("idle_timeout must be between 0 and 86400 seconds"),
+            "{err}"
+        );
+        for bad in [
+            r#"{"command":"x","wait_for":{"port":70000}}"#,
+            r#"{"command":"x","wait_for":{"port":1,"path":"a"}}"#,
+            r#"{"command":"x","wait_for":{"socket":"a"}}"#,
+        ] {
+            assert!(serde_json::from_str::<RunRequest>(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn json_uses_the_reference_field_names() {

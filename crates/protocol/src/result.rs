@@ -81,15 +81,19 @@ pub enum BackgroundReason {
     /// It runs on a pseudo-terminal and its program waits for input: the
     /// caller is answered with the screen so it can send some.
     AwaitingInput,
+    /// Its `wait_for` held (its output matched, its port listens, its path
+    /// exists): the caller is answered, the job goes on.
+    Ready,
 }
 
 impl BackgroundReason {
-    /// The wire name: `requested`, `timer` or `awaiting_input`.
+    /// The wire name: `requested`, `timer`, `awaiting_input` or `ready`.
     pub fn as_str(self) -> &'static str {
         match self {
             BackgroundReason::Requested => "requested",
             BackgroundReason::Timer => "timer",
             BackgroundReason::AwaitingInput => "awaiting_input",
+            BackgroundReason::Ready => "ready",
         }
     }
 }
@@ -146,8 +150,12 @@ pub struct RunResult {
     /// Exit status; a command killed by signal N reports 128+N. `None` when the
     /// run was stopped by its deadline before it could report one.
     pub exit_code: Option<i32>,
-    /// The deadline fired and the run's process tree was killed.
+    /// The deadline (or the idle timeout) fired and the run's process tree
+    /// was killed; `timeout_reason` says which.
     pub timed_out: bool,
+    /// Which limit fired, when `timed_out` is set (and only then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_reason: Option<TimeoutReason>,
     /// The run was killed on request (a job kill or a cancelled call).
     pub killed: bool,
     /// The shell's working directory when the command finished; when the
@@ -177,6 +185,28 @@ pub struct RunResult {
     /// terminal emulator (what a human would have seen last).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screen: Option<crate::Screen>,
+}
+
+/// Which limit ended a run that timed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TimeoutReason {
+    /// Its deadline (`timeout`).
+    Deadline,
+    /// It printed nothing for its `idle_timeout`.
+    Idle,
+}
+
+impl TimeoutReason {
+    /// The wire name: `deadline` or `idle`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeoutReason::Deadline => "deadline",
+            TimeoutReason::Idle => "idle",
+        }
+    }
 }
 
 /// Sizes of a run's raw output and of what the rendered text shows.

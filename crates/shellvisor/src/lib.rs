@@ -51,6 +51,7 @@ pub use shellvisor_protocol::JobInfo;
 pub use shellvisor_protocol::JobStatus;
 pub use shellvisor_protocol::JobsConfig;
 pub use shellvisor_protocol::MAX_AUTO_BACKGROUND_SECS;
+pub use shellvisor_protocol::MAX_IDLE_TIMEOUT_SECS;
 pub use shellvisor_protocol::OutputChunk;
 pub use shellvisor_protocol::OutputConfig;
 pub use shellvisor_protocol::PolicyConfig;
@@ -70,9 +71,12 @@ pub use shellvisor_protocol::ShellConfig;
 pub use shellvisor_protocol::TerminalSize;
 pub use shellvisor_protocol::TimeoutConfig;
 pub use shellvisor_protocol::TimeoutInfo;
+pub use shellvisor_protocol::TimeoutReason;
 pub use shellvisor_protocol::Truncation;
+pub use shellvisor_protocol::WaitFor;
 pub use shellvisor_protocol::auto_background_from_secs;
 pub use shellvisor_protocol::deadline_after;
+pub use shellvisor_protocol::idle_timeout_from_secs;
 
 /// The repository README's examples, compiled and run as doc tests.
 #[doc = include_str!("../../../README.md")]

@@ -15,6 +15,7 @@ use shellvisor_actor_supervisor::SessionEntry;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::JobId;
 use shellvisor_protocol::JobInfo;
+use shellvisor_protocol::JobStatus;
 use shellvisor_protocol::OutputChunk;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunOutcome;
@@ -197,6 +198,55 @@ impl Session {
             Ok(CallResult::Timeout) => Ok(None),
             Ok(CallResult::SenderError) => Err(Error::actor_gone("job")),
             Err(_) => Err(Error::actor_gone("session")),
+        }
+    }
+
+    /// Waits up to `timeout` for the first of several jobs to finish and
+    /// returns its result (a delivery, as with [`Session::wait`]), or `None`
+    /// if all are still running then. Results of the others are not taken.
+    ///
+    /// # Errors
+    /// `invalid_request` for an empty list; `job_not_found` for an unknown
+    /// job or another session's job.
+    pub async fn wait_any(
+        &self,
+        job_ids: &[JobId],
+        timeout: Duration,
+    ) -> Result<Option<RunResult>> {
+        /// How long taking a finished job's result may take.
+        const TAKE: Duration = Duration::from_secs(5);
+        match job_ids {
+            [] => {
+                return Err(Error::InvalidRequest {
+                    message: "give at least one job id".to_owned(),
+                });
+            }
+            [one] => return self.wait(one, timeout).await,
+            _ => {}
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        // Subscribed before the first check, so no finish falls between.
+        let mut events = self.subscribe();
+        loop {
+            for job_id in job_ids {
+                if self.job(job_id).await?.state != JobStatus::Running {
+                    return self.wait(job_id, TAKE).await;
+                }
+            }
+            loop {
+                match tokio::time::timeout_at(deadline, events.recv()).await {
+                    Err(_) => return Ok(None),
+                    Ok(None) => return Err(Error::actor_gone("session")),
+                    Ok(Some(SessionEvent::JobFinished { job_id, .. }))
+                        if job_ids.contains(&job_id) =>
+                    {
+                        return self.wait(&job_id, TAKE).await;
+                    }
+                    // Events were dropped: check the jobs again.
+                    Ok(Some(SessionEvent::Lagged { .. })) => break,
+                    Ok(Some(_)) => {}
+                }
+            }
         }
     }
 
