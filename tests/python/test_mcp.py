@@ -4,6 +4,8 @@ Usage: test_mcp.py <path to the shellvisor binary>
 Each scenario has its own deadline; the script exits non-zero on the first failure.
 """
 
+import base64
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +22,23 @@ from procs import processes_with_env
 
 BINARY = sys.argv[1]
 TOOLS = {"bash", "job_output", "job_wait", "job_kill", "job_list", "write_stdin", "pty_screen", "session_close"}
+
+
+# Every notification the server sent on the current connection, in order.
+NOTIFICATIONS: list = []
+
+
+async def collect_notifications(message) -> None:
+    if not isinstance(message, Exception):
+        NOTIFICATIONS.append(message)
+
+
+async def resource_updated(uri: str, within: float = 20) -> None:
+    """Waits for a `notifications/resources/updated` of `uri`."""
+    with anyio.fail_after(within):
+        while not any(getattr(n, "method", None) == "notifications/resources/updated" and n.params.uri == uri
+                      for n in NOTIFICATIONS):
+            await anyio.sleep(0.02)
 
 
 def text(result) -> str:
@@ -436,6 +455,45 @@ async def scenario_ready_and_idle(session: ClientSession) -> None:
     await session.call_tool("session_close", {"session_id": sid})
 
 
+async def scenario_artifacts_and_jobs_are_resources(session: ClientSession) -> None:
+    # A 5 MiB binary output: the result links its artifact, and resources/read
+    # returns its exact bytes (a blob, since they are not UTF-8), whole or by range.
+    sid = "resources"
+    expected = bytes(range(256)) * 20480
+    result = await session.call_tool("bash", {
+        "command": "python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(256)) * 20480)'", "session_id": sid})
+    links = [block for block in result.content if block.type == "resource_link"]
+    job_id = result.structured_content["job_id"]
+    assert len(links) == 1 and str(links[0].uri) == f"artifact://{job_id}", result.content
+    assert links[0].size == len(expected), links[0]
+    read = await session.read_resource(f"artifact://{job_id}")
+    assert base64.b64decode(read.contents[0].blob) == expected, "the artifact's bytes differ"
+    part = await session.read_resource(f"artifact://{job_id}?offset=1000&length=10")
+    assert base64.b64decode(part.contents[0].blob) == expected[1000:1010]
+    # Text output reads as text.
+    lines = await session.call_tool("bash", {"command": "seq 1 200000", "session_id": sid})
+    link = next(block for block in lines.content if block.type == "resource_link")
+    whole = await session.read_resource(str(link.uri))
+    assert whole.contents[0].text == "".join(f"{i}\n" for i in range(1, 200001))
+    # A job is a resource; a subscription hears when it ends.
+    started = await session.call_tool("bash", {"command": "sleep 1; echo finished", "async": True, "session_id": sid})
+    uri = f"job://{sid}/{started.structured_content['job_id']}"
+    listed = await session.list_resources()
+    assert uri in {str(resource.uri) for resource in listed.resources}, listed
+    await session.subscribe_resource(uri)
+    await resource_updated(uri)
+    state = json.loads((await session.read_resource(uri)).contents[0].text)
+    assert state["state"] == "completed" and state["output_tail"] == "finished\n", state
+    # Unknown resources are refused clearly.
+    for bad in ["artifact://job_nope", "job://nope", "file:///etc/passwd"]:
+        try:
+            await session.read_resource(bad)
+            raise AssertionError(f"{bad} was read")
+        except MCPError as err:
+            assert err.error.code == -32002, (bad, err.error)
+    await session.call_tool("session_close", {"session_id": sid})
+
+
 AUTO_BACKGROUND_SCENARIOS = [
     scenario_tools,
     scenario_echo_and_cwd,
@@ -453,6 +511,7 @@ FOREGROUND_SCENARIOS = [
     scenario_progress,
     scenario_per_call_auto_background,
     scenario_ready_and_idle,
+    scenario_artifacts_and_jobs_are_resources,
     scenario_timeout,
     scenario_cancel,
     scenario_state_that_breaks_the_shell,
@@ -464,6 +523,83 @@ FOREGROUND_SCENARIOS = [
 IDLE_SCENARIOS = [scenario_idle_sessions_close]
 
 
+async def tasks_with_a_raw_client() -> None:
+    """The tasks extension (SEP-2663, as rmcp implements it; the Python SDK
+    has no client for it yet), driven with plain JSON lines: a client that
+    declares it gets a task for a `bash` call that goes to the background,
+    polls it to its result with tasks/get, and cancels another with
+    tasks/cancel. The task is the job: job_wait and job:// name the same."""
+    marker = f"SHELLVISOR_MCP_TEST_{uuid.uuid4().hex}"
+    process = await anyio.open_process(
+        [BINARY, "mcp", "--auto-background-secs", "1"],
+        env={**os.environ, "MCP_SERVER_MARKER": marker, "SHELLVISOR_LOG": "error"},
+        cwd=tempfile.gettempdir(),
+    )
+    buffered = b""
+    next_id = 0
+
+    async def call(method: str, params: dict) -> dict:
+        nonlocal buffered, next_id
+        next_id += 1
+        line = json.dumps({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params})
+        await process.stdin.send(line.encode() + b"\n")
+        while True:
+            while b"\n" not in buffered:
+                buffered += await process.stdout.receive()
+            raw, buffered = buffered.split(b"\n", 1)
+            message = json.loads(raw)
+            if message.get("id") == next_id:
+                assert "error" not in message, message
+                return message["result"]
+
+    async def until_terminal(task_id: str) -> dict:
+        with anyio.fail_after(20):
+            while True:
+                task = await call("tasks/get", {"taskId": task_id})
+                if task["status"] != "working":
+                    return task
+                await anyio.sleep(task["pollIntervalMs"] / 1000)
+
+    with anyio.fail_after(60):
+        init = await call("initialize", {
+            "protocolVersion": "2025-11-25", "clientInfo": {"name": "raw", "version": "1"},
+            "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}})
+        assert "io.modelcontextprotocol/tasks" in init["capabilities"]["extensions"], init
+        await process.stdin.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        quick = await call("tools/call", {"name": "bash", "arguments": {"command": "echo quick"}})
+        assert quick.get("resultType") != "task" and quick["content"][0]["text"].startswith("quick\n"), quick
+        created = await call("tools/call", {"name": "bash", "arguments": {"command": "sleep 2; echo done"}})
+        assert created["resultType"] == "task" and created["status"] == "working", created
+        task_id = created["taskId"]
+        assert task_id.startswith("job://"), task_id
+        done = await until_terminal(task_id)
+        assert done["status"] == "completed", done
+        assert done["result"]["content"][0]["text"].startswith("done\n"), done["result"]
+        assert done["result"]["structuredContent"]["exit_code"] == 0, done["result"]
+        assert done["createdAt"] == created["createdAt"], (done, created)
+        job_id = done["result"]["structuredContent"]["job_id"]
+        waited = await call("tools/call", {"name": "job_wait", "arguments": {"job_id": job_id}})
+        assert waited["structuredContent"]["status"] == "completed", waited
+        long = await call("tools/call", {"name": "bash", "arguments": {"command": "sleep 60", "async": True}})
+        assert long["resultType"] == "task", long
+        await call("tasks/cancel", {"taskId": long["taskId"]})
+        cancelled = await until_terminal(long["taskId"])
+        assert cancelled["status"] == "cancelled", cancelled
+        try:
+            await call("tasks/get", {"taskId": "nope"})
+            raise AssertionError("an unknown task was found")
+        except AssertionError as err:
+            assert "-32602" in str(err), err
+    await process.stdin.aclose()
+    with anyio.fail_after(20):
+        await process.wait()
+    deadline = time.monotonic() + 10
+    while processes_with_env(f"MCP_SERVER_MARKER={marker}"):
+        assert time.monotonic() < deadline, processes_with_env(f"MCP_SERVER_MARKER={marker}")
+        await anyio.sleep(0.05)
+    print("ok   tasks with a raw client (task, tasks/get to its result, tasks/cancel)", flush=True)
+
+
 async def serve_and_run(server_args: list[str], scenarios) -> None:
     marker = f"SHELLVISOR_MCP_TEST_{uuid.uuid4().hex}"
     params = StdioServerParameters(
@@ -473,7 +609,8 @@ async def serve_and_run(server_args: list[str], scenarios) -> None:
         cwd=tempfile.gettempdir(),
     )
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
+        NOTIFICATIONS.clear()
+        async with ClientSession(read, write, message_handler=collect_notifications) as session:
             with anyio.fail_after(30):
                 await session.initialize()
             for scenario in scenarios:
@@ -493,6 +630,7 @@ async def main() -> None:
     await serve_and_run(["--auto-background-secs", "1"], AUTO_BACKGROUND_SCENARIOS)
     await serve_and_run(["--no-auto-background"], FOREGROUND_SCENARIOS)
     await serve_and_run(["--idle-close-secs", "2"], IDLE_SCENARIOS)
+    await tasks_with_a_raw_client()
 
 
 if __name__ == "__main__":

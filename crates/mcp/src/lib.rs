@@ -5,7 +5,10 @@
 //! Tools: `bash`, `job_output`, `job_wait`, `job_kill`, `job_list`,
 //! `write_stdin`, `pty_screen` and `session_close` (see [`tool_definitions`]). Shell sessions
 //! are keyed by the `session_id` argument (default: one per connection),
-//! never by transport state.
+//! never by transport state. Jobs are resources (`job://<session>/<job>`,
+//! subscribable) and their complete output too (`artifact://<job>`, by byte
+//! range); a client that declares the tasks extension gets a task for a
+//! `bash` call that goes to the background.
 //!
 //! A request over [`MAX_REQUEST_BYTES`] is answered with a JSON-RPC error
 //! (`-32600`) that carries its `id` when its first or last bytes show it.
@@ -15,6 +18,7 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod framing;
+mod resources;
 mod server;
 mod tools;
 

@@ -1,8 +1,13 @@
 //! The rmcp adapter: the only module that sees MCP's wire types.
 
+mod subscriptions;
+mod tasks;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use dashmap::DashMap;
 use rmcp::ErrorData;
 use rmcp::RoleServer;
@@ -11,26 +16,45 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::model::CallToolResponse;
 use rmcp::model::CallToolResult;
+use rmcp::model::CancelTaskParams;
 use rmcp::model::ContentBlock;
+use rmcp::model::GetTaskParams;
+use rmcp::model::GetTaskResult;
 use rmcp::model::Implementation;
+use rmcp::model::ListResourceTemplatesResult;
+use rmcp::model::ListResourcesResult;
 use rmcp::model::ListToolsResult;
 use rmcp::model::PaginatedRequestParams;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::model::ProgressToken;
+use rmcp::model::ReadResourceRequestParams;
+use rmcp::model::ReadResourceResponse;
+use rmcp::model::ReadResourceResult;
+use rmcp::model::Resource;
+use rmcp::model::ResourceContents;
+use rmcp::model::ResourceTemplate;
 use rmcp::model::ServerCapabilities;
 use rmcp::model::ServerConfig;
+use rmcp::model::SubscribeRequestParams;
 use rmcp::model::Tool;
+use rmcp::model::UnsubscribeRequestParams;
 use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use shellvisor::BackgroundReason;
 use shellvisor::JobId;
+use shellvisor::RunOutcome;
+use shellvisor::RunResult;
 use shellvisor::Runtime;
 use shellvisor::Session;
 use shellvisor::SessionEvent;
 
 use crate::framing;
 use crate::framing::MAX_REQUEST_BYTES;
+use crate::resources::ResourceUri;
+use crate::resources::read_artifact;
+use crate::resources::read_job;
 use crate::tools::BashArgs;
 use crate::tools::DEFAULT_OUTPUT_BYTES;
 use crate::tools::JobArgs;
@@ -51,7 +75,7 @@ use crate::tools::job_state;
 use crate::tools::wait_timeout;
 use crate::tools::write_and_settle;
 
-/// Jobs whose read offset one connection remembers.
+/// Jobs whose read offset (or session) one connection remembers.
 const MAX_READ_OFFSETS: usize = 10_000;
 /// How often a running `bash` call reports progress (when asked to).
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -73,6 +97,11 @@ struct ShellServer {
     /// Where this connection last stopped reading each job's output (by
     /// session and job), for the new output a `job_wait` shows.
     read_offsets: Arc<DashMap<(String, String), u64>>,
+    /// The session of each job this connection started (an `artifact://`
+    /// URI names only the job).
+    job_sessions: Arc<DashMap<String, String>>,
+    /// Its `job://` subscriptions.
+    subscriptions: Arc<subscriptions::Subscriptions>,
 }
 
 /// Serves MCP on stdin/stdout until the client closes the connection, then
@@ -98,6 +127,8 @@ where
         runtime: runtime.clone(),
         options: Arc::new(options),
         read_offsets: Arc::default(),
+        job_sessions: Arc::default(),
+        subscriptions: Arc::default(),
     };
     let (read, write) = framing::bounded(io.0, io.1);
     // The framing enforces the limit (and answers what is over it).
@@ -183,16 +214,116 @@ impl ShellServer {
         Ok((self.runtime.session(id.as_str()).await?, id))
     }
 
+    /// Notes the session of a job this connection started. Bounded like the
+    /// read offsets (past the bound an `artifact://` URI of an older job
+    /// resolves in the default session only).
+    fn remember_job(&self, job_id: &JobId, session_id: &str) {
+        if self.job_sessions.len() >= MAX_READ_OFFSETS {
+            self.job_sessions.clear();
+        }
+        self.job_sessions
+            .insert(job_id.to_string(), session_id.to_owned());
+    }
+
+    /// A bash outcome as a tool result, its job remembered and its saved
+    /// output linked as a resource.
+    fn run_result(&self, session_id: &str, outcome: &RunOutcome) -> CallToolResult {
+        let job_id = match outcome {
+            RunOutcome::Completed(result) => Some(&result.job_id),
+            RunOutcome::Backgrounded(job) => Some(&job.job_id),
+            _ => None,
+        };
+        if let Some(job_id) = job_id {
+            self.remember_job(job_id, session_id);
+        }
+        let mut result = tool_result(RunContent::from_outcome(session_id, outcome));
+        if let RunOutcome::Completed(done) = outcome {
+            link_artifact(&mut result, done);
+        }
+        result
+    }
+
+    /// A bash outcome as the call's answer: a task for a job that went to
+    /// the background when the client takes tasks, else the tool result.
+    async fn answer(
+        &self,
+        session: &Session,
+        session_id: &str,
+        outcome: &RunOutcome,
+        as_task: bool,
+    ) -> CallToolResponse {
+        match outcome {
+            // A terminal awaiting input and a ready server answer with what
+            // the caller acts on (the screen, the output so far): not a task.
+            RunOutcome::Backgrounded(job)
+                if as_task
+                    && matches!(
+                        job.reason,
+                        BackgroundReason::Requested | BackgroundReason::Timer
+                    ) =>
+            {
+                self.remember_job(&job.job_id, session_id);
+                let started = session
+                    .job(&job.job_id)
+                    .await
+                    .ok()
+                    .map(|info| info.started_at_ms);
+                tasks::created(session_id, &job.job_id, started).into()
+            }
+            _ => self.run_result(session_id, outcome).into(),
+        }
+    }
+
+    /// The session a resource's job lives in.
+    async fn resource_session(&self, uri: &ResourceUri) -> shellvisor::Result<(Session, String)> {
+        match uri {
+            ResourceUri::Job { session_id, .. } => self.session(Some(session_id)).await,
+            ResourceUri::Artifact { job_id, .. } => {
+                let known = self.job_sessions.get(job_id).map(|entry| entry.clone());
+                self.session(known.as_deref()).await
+            }
+        }
+    }
+
+    async fn read(&self, uri: &str) -> shellvisor::Result<ResourceContents> {
+        let parsed = ResourceUri::parse(uri)?;
+        let (session, session_id) = self.resource_session(&parsed).await?;
+        match parsed {
+            ResourceUri::Job { job_id, .. } => {
+                let job = read_job(&session, &session_id, &JobId::new(job_id)).await?;
+                let text = serde_json::to_string_pretty(&job).map_err(|err| {
+                    shellvisor::Error::InvalidRequest {
+                        message: format!("could not encode the job: {err}"),
+                    }
+                })?;
+                Ok(ResourceContents::text(text, uri).with_mime_type("application/json"))
+            }
+            ResourceUri::Artifact {
+                job_id,
+                offset,
+                length,
+            } => {
+                let bytes = read_artifact(&session, &JobId::new(job_id), offset, length).await?;
+                Ok(match String::from_utf8(bytes) {
+                    Ok(text) => ResourceContents::text(text, uri),
+                    Err(err) => ResourceContents::blob(BASE64.encode(err.into_bytes()), uri)
+                        .with_mime_type("application/octet-stream"),
+                })
+            }
+        }
+    }
+
     async fn bash(
         &self,
         args: BashArgs,
         context: &RequestContext<RoleServer>,
-    ) -> shellvisor::Result<CallToolResult> {
+    ) -> shellvisor::Result<CallToolResponse> {
         let (session, session_id) = self.session(args.session_id.as_deref()).await?;
         let request = args.request()?;
+        let as_task = tasks::client_supports_tasks(context);
         if request.run_async {
             let outcome = session.run(request).await?;
-            return Ok(tool_result(RunContent::from_outcome(&session_id, &outcome)));
+            return Ok(self.answer(&session, &session_id, &outcome, as_task).await);
         }
         let mut events = session.subscribe();
         let run = session.start_run(request).await?;
@@ -207,7 +338,7 @@ impl ShellServer {
         loop {
             tokio::select! {
                 outcome = &mut outcome => {
-                    return Ok(tool_result(RunContent::from_outcome(&session_id, &outcome?)));
+                    return Ok(self.answer(&session, &session_id, &outcome?, as_task).await);
                 }
                 () = context.ct.cancelled() => {
                     // A cancelled call interrupts its foreground command.
@@ -242,9 +373,26 @@ impl ShellServer {
         name: &str,
         arguments: serde_json::Map<String, serde_json::Value>,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
         let outcome = match name {
             "bash" => self.bash(parse(arguments)?, context).await,
+            other => self
+                .call_job_tool(other, arguments)
+                .await?
+                .map(CallToolResponse::from),
+        };
+        // Errors of the runtime (a refused request, an unknown job) are tool
+        // errors the model should read, with their stable code.
+        Ok(outcome.unwrap_or_else(|err| tool_error(&err).into()))
+    }
+
+    /// The tools other than `bash`.
+    async fn call_job_tool(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<shellvisor::Result<CallToolResult>, ErrorData> {
+        Ok(match name {
             "job_output" => self.job_output(parse(arguments)?).await,
             "job_wait" => self.job_wait(parse(arguments)?).await,
             "job_kill" => self.job_kill(parse(arguments)?).await,
@@ -258,17 +406,7 @@ impl ShellServer {
                     None,
                 ));
             }
-        };
-        // Errors of the runtime (a refused request, an unknown job) are tool
-        // errors the model should read, with their stable code.
-        Ok(outcome.unwrap_or_else(|err| {
-            let mut result = CallToolResult::error(vec![ContentBlock::text(err.to_string())]);
-            result.structured_content = Some(serde_json::json!({
-                "error": err.code().as_str(),
-                "message": err.to_string(),
-            }));
-            result
-        }))
+        })
     }
 
     async fn job_output(&self, args: JobOutputArgs) -> shellvisor::Result<CallToolResult> {
@@ -302,11 +440,13 @@ impl ShellServer {
             return result_or_state(&session, &session_id, job_id, timeout, Asked::Wait).await;
         }
         if let Some(result) = session.wait_any(&job_ids, timeout).await? {
-            return Ok(tool_result((
+            let mut answer = tool_result((
                 RunContent::from_result(&session_id, &result),
                 result.text.clone(),
                 result.is_error,
-            )));
+            ));
+            link_artifact(&mut answer, &result);
+            return Ok(answer);
         }
         let mut jobs = Vec::with_capacity(job_ids.len());
         for job_id in &job_ids {
@@ -425,7 +565,14 @@ impl ShellServer {
 
 impl ServerHandler for ShellServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_tasks()
+                .build(),
+        )
             .with_server_info(Implementation::new("shellvisor", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Run shell commands with `bash`. The shell persists per session_id (cwd and exported variables carry \
@@ -442,6 +589,107 @@ impl ServerHandler for ShellServer {
         Ok(ListToolsResult::with_all_items(tools()))
     }
 
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        // The retained jobs of the sessions this connection ran jobs in.
+        let sessions: std::collections::BTreeSet<String> = self
+            .job_sessions
+            .iter()
+            .map(|entry| entry.value().clone())
+            .collect();
+        let mut resources = Vec::new();
+        for session_id in sessions {
+            let Ok(session) = self.runtime.session(session_id.as_str()).await else {
+                continue;
+            };
+            for info in session.jobs().await.unwrap_or_default() {
+                resources.push(
+                    Resource::new(
+                        ResourceUri::job(&session_id, info.job_id.as_str()),
+                        info.job_id.to_string(),
+                    )
+                    .with_title(info.label.clone())
+                    .with_description(format!(
+                        "Job state ({}) and the end of its output",
+                        job_state(&info)
+                    ))
+                    .with_mime_type("application/json"),
+                );
+            }
+        }
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new("job://{session_id}/{job_id}", "job")
+                .with_description(
+                    "A job's state and the end of its output (JSON); subscribe to hear when it changes.",
+                )
+                .with_mime_type("application/json"),
+            ResourceTemplate::new("artifact://{job_id}{?offset,length}", "artifact")
+                .with_description(
+                    "A job's complete raw output, byte-exact (text, or a base64 blob when it is not UTF-8); at most \
+                     16 MiB per read: ask for the rest with offset and length.",
+                ),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        match self.read(&request.uri).await {
+            Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
+            Err(err) => Err(resource_error(&err)),
+        }
+    }
+
+    #[allow(deprecated)] // the 2025 protocol's subscriptions, which 2025-11-25 clients use
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let parsed = ResourceUri::parse(&request.uri).map_err(|err| resource_error(&err))?;
+        let ResourceUri::Job { session_id, job_id } = &parsed else {
+            return Err(ErrorData::invalid_params(
+                "only job:// resources can be subscribed to (an artifact only grows while its job runs)",
+                None,
+            ));
+        };
+        let session = self
+            .runtime
+            .session(session_id.as_str())
+            .await
+            .map_err(|err| resource_error(&err))?;
+        session
+            .job(&JobId::new(job_id.clone()))
+            .await
+            .map_err(|err| resource_error(&err))?;
+        self.subscriptions
+            .add(request.uri, session_id, &session, &context.peer);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions.remove(&request.uri);
+        Ok(())
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         tools().into_iter().find(|tool| tool.name == name)
     }
@@ -452,9 +700,45 @@ impl ServerHandler for ShellServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
-        self.call(&request.name, arguments, &context)
+        self.call(&request.name, arguments, &context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let (session_id, job_id) = tasks::task_job(&request.task_id)?;
+        let session = self
+            .runtime
+            .session(session_id.as_str())
             .await
-            .map(CallToolResponse::from)
+            .map_err(|err| task_error(&err))?;
+        tasks::get(&session, &request.task_id, &job_id, |result| {
+            let mut answer = tool_result((
+                RunContent::from_result(&session_id, result),
+                result.text.clone(),
+                result.is_error,
+            ));
+            link_artifact(&mut answer, result);
+            answer
+        })
+        .await
+        .map_err(|err| task_error(&err))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let (session_id, job_id) = tasks::task_job(&request.task_id)?;
+        let session = self
+            .runtime
+            .session(session_id.as_str())
+            .await
+            .map_err(|err| task_error(&err))?;
+        session.kill(&job_id).await.map_err(|err| task_error(&err))
     }
 }
 
@@ -478,16 +762,52 @@ async fn result_or_state(
     asked: Asked,
 ) -> shellvisor::Result<CallToolResult> {
     match session.wait(job_id, timeout).await? {
-        Some(result) => Ok(tool_result((
-            RunContent::from_result(session_id, &result),
-            result.text.clone(),
-            asked == Asked::Wait && result.is_error,
-        ))),
+        Some(result) => {
+            let mut answer = tool_result((
+                RunContent::from_result(session_id, &result),
+                result.text.clone(),
+                asked == Asked::Wait && result.is_error,
+            ));
+            link_artifact(&mut answer, &result);
+            Ok(answer)
+        }
         None => {
             let info = session.job(job_id).await?;
             let (structured, text) = RunContent::running(session_id, &info);
             Ok(tool_result((structured, text, asked == Asked::Kill)))
         }
+    }
+}
+
+/// A runtime error as a tool's error result, with its stable code.
+fn tool_error(err: &shellvisor::Error) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(err.to_string())]);
+    result.structured_content = Some(serde_json::json!({
+        "error": err.code().as_str(),
+        "message": err.to_string(),
+    }));
+    result
+}
+
+/// A runtime error on a task: an unknown job is an unknown task (`-32602`).
+fn task_error(err: &shellvisor::Error) -> ErrorData {
+    let data = Some(serde_json::json!({ "code": err.code().as_str() }));
+    match err.code() {
+        shellvisor::ErrorCode::JobNotFound => ErrorData::invalid_params(err.to_string(), data),
+        _ => ErrorData::internal_error(err.to_string(), data),
+    }
+}
+
+/// A runtime error on a resource as MCP's: an unknown job or URI is the
+/// "resource not found" the specification names (`-32002`), with the
+/// stable code in `data`.
+fn resource_error(err: &shellvisor::Error) -> ErrorData {
+    let data = Some(serde_json::json!({ "code": err.code().as_str() }));
+    match err.code() {
+        shellvisor::ErrorCode::JobNotFound | shellvisor::ErrorCode::InvalidRequest => {
+            ErrorData::new(rmcp::model::ErrorCode(-32002), err.to_string(), data)
+        }
+        _ => ErrorData::internal_error(err.to_string(), data),
     }
 }
 
@@ -497,6 +817,18 @@ fn parse<T: DeserializeOwned>(
 ) -> Result<T, ErrorData> {
     serde_json::from_value(serde_json::Value::Object(arguments))
         .map_err(|err| ErrorData::invalid_params(format!("invalid arguments: {err}"), None))
+}
+
+/// Adds a `resource_link` to the saved complete output of a run whose text
+/// is cut (`artifact://<id>`, readable with `resources/read`).
+fn link_artifact(answer: &mut CallToolResult, result: &RunResult) {
+    if result.truncation.artifact.is_some() {
+        let link = Resource::new(ResourceUri::artifact(result.job_id.as_str()), "output")
+            .with_title(format!("Complete output of {}", result.job_id))
+            .with_mime_type("text/plain")
+            .with_size(result.truncation.total_bytes);
+        answer.content.push(ContentBlock::resource_link(link));
+    }
 }
 
 /// A tool result with text for the model and the same facts as structured content.
