@@ -448,6 +448,14 @@ async def scenario_ready_and_idle(session: ClientSession) -> None:
     assert jobs[ids[0]]["new_output"] == "slow-start\n" and jobs[ids[0]]["state"] == "running", jobs
     again = await session.call_tool("job_wait", {"job_ids": [ids[0], data_id], "timeout": 1, "session_id": sid})
     assert again.structured_content["jobs"][0]["new_output"] == "", "output shown twice"
+    # `limits`: a program allocating 256 MiB under 64 MiB is killed, and says so.
+    limited = await session.call_tool("bash", {
+        "command": "python3 -c 'b = bytearray(256 * 1024 * 1024); print(\"allocated\")'",
+        "limits": {"memory_mb": 64}, "session_id": sid})
+    assert limited.is_error and "[Killed: memory limit 64 MiB reached]" in text(limited), text(limited)
+    assert limited.structured_content["limits"]["reached"] == ["memory_mb"], limited.structured_content
+    bad = await session.call_tool("bash", {"command": "true", "limits": {"memory_mb": 0}, "session_id": sid})
+    assert bad.is_error and "limits.memory_mb must be between 1 and 1048576" in text(bad), text(bad)
     bad = await session.call_tool("bash", {"command": "true", "wait_for": {"output": "("}, "session_id": sid})
     assert bad.is_error and bad.structured_content["error"] == "invalid_request", bad.structured_content
     bad = await session.call_tool("bash", {"command": "true", "idle_timeout": -1, "session_id": sid})

@@ -422,6 +422,22 @@ async def scenario_long_running_work(client: Client) -> None:
     assert idle["timed_out"] and idle["timeout_reason"] == "idle" and idle["output"] == "a\n", idle
     assert idle["text"].startswith("[Command produced no output for 1 seconds]"), idle["text"]
 
+    # limits: a cgroup for the run as root; as an unprivileged user, the
+    # closest rlimit, and the result says what could not be enforced.
+    info = await client.call("runtime.info")
+    limited = await client.call("run", {"session_id": sid, "request": {
+        "command": "python3 -c 'b = bytearray(256 * 1024 * 1024); print(\"allocated\")'",
+        "limits": {"memory_mb": 64, "pids": 50}}})
+    report = limited["limits"]
+    if info["containment"]["layer"] == "cgroup":
+        assert limited["exit_code"] == 137 and "[Killed: memory limit 64 MiB reached]" in limited["text"], limited
+        assert report["reached"] == ["memory_mb"] and not report["not_enforced"], report
+    else:
+        assert limited["exit_code"] == 1 and "MemoryError" in limited["output"], limited
+        assert any(how.startswith("memory_mb (RLIMIT_AS") for how in report["enforced"]), report
+        assert [how.split()[0] for how in report["not_enforced"]] == ["pids"], report
+        assert "Limits not enforced here: pids" in limited["text"], limited["text"]
+
     # notify_on: this connection is not subscribed, yet it hears this run.
     job = await client.call("run", {"session_id": sid, "notify_on": ["output", "exit", "ready"], "request": {
         "command": "for i in $(seq 1 10); do echo line $i; sleep 0.05; done; echo up; sleep 0.3",

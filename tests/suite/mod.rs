@@ -5,6 +5,7 @@ mod framing;
 mod hygiene;
 mod jobs;
 mod kill_contract;
+mod limits;
 mod output;
 mod overlap;
 mod persistence;

@@ -24,6 +24,7 @@ use shellvisor_actor_sink::SinkArgs;
 use shellvisor_actor_sink::SinkFeed;
 use shellvisor_actor_sink::SinkMsg;
 use shellvisor_policy::RunPlan;
+use shellvisor_process::contain::SessionContainment;
 use shellvisor_protocol::BackgroundReason;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::JobId;
@@ -44,6 +45,7 @@ use shellvisor_run::Timer;
 use tokio::sync::broadcast;
 
 use crate::delivery::Delivery;
+use crate::limits::RunLimitsState;
 use crate::messages::JobMsg;
 use crate::messages::JobNotice;
 use crate::messages::Offer;
@@ -108,6 +110,8 @@ pub struct JobArgs {
     pub artifact_path: PathBuf,
     /// The session's artifact bytes the Sink charges.
     pub artifacts: ArtifactBudget,
+    /// The session's cgroup or namespaces (where a run's limits go).
+    pub containment: Option<SessionContainment>,
 }
 
 /// The runner a started job drives.
@@ -186,6 +190,8 @@ pub struct JobState {
     pub(crate) answers: Answers,
     /// Whether the run's `wait_for` held.
     pub(crate) readiness: Readiness,
+    /// The run's resource limits, if it has any.
+    pub(crate) limits: Option<RunLimitsState>,
 }
 
 impl Actor for Job {
@@ -278,8 +284,10 @@ impl Actor for Job {
                 }
             };
         let readiness = start_readiness(&args.plan, &myself);
+        let limits = RunLimitsState::place(&args.plan, args.containment.as_ref(), &args.job_id);
         let state = JobState {
             readiness,
+            limits,
             ctx: args.ctx,
             job_id: args.job_id,
             plan: args.plan,

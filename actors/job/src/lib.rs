@@ -24,6 +24,7 @@ mod answers;
 mod background;
 mod delivery;
 mod info;
+mod limits;
 mod messages;
 mod ready;
 mod result;

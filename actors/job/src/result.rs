@@ -171,6 +171,7 @@ pub(crate) fn build_result(
         is_error: timed_out || cancelled || exit_code != Some(0),
         text,
         screen: report.screen,
+        limits: None,
     };
     (result, release)
 }

@@ -18,6 +18,7 @@ use shellvisor_run::RunReport;
 use crate::actor::Caller;
 use crate::actor::JobState;
 use crate::actor::RunnerRef;
+use crate::limits::RunLimitsState;
 use crate::messages::JobMsg;
 use crate::messages::JobNotice;
 use crate::result::build_result;
@@ -38,6 +39,7 @@ impl JobState {
             cwd: self.plan.cwd.clone(),
             env: self.plan.env.clone(),
             sink: self.feed.clone(),
+            confinement: self.limits.as_ref().map(RunLimitsState::confinement),
             reply_to,
         };
         if shell.cast(ShellMsg::Exec(request)).is_err() {
@@ -83,6 +85,10 @@ impl JobState {
         self.timers.auto_background = None;
         self.timers.watchdog = None;
         self.note_unready();
+        let limits = self.limits.as_ref().map(RunLimitsState::report);
+        if let Some((_, notices)) = &limits {
+            self.plan.notices.extend(notices.iter().cloned());
+        }
         tracing::trace!(target: "shellvisor::stage", "job: finished received");
         let (result, release) = build_result(
             &self.job_id,
@@ -91,7 +97,8 @@ impl JobState {
             self.started.elapsed(),
             self.ctx.config.output.inline_bytes,
         );
-        let result = Box::new(result);
+        let mut result = Box::new(result);
+        result.limits = limits.map(|(report, _)| Box::new(report));
         if let RunnerRef::Pty { state, .. } = &mut self.runner {
             *state = PtyState::Exited {
                 code: result.exit_code,

@@ -206,6 +206,7 @@ impl SessionState {
             events: self.args.events.clone(),
             artifact_path: self.args.artifacts_dir.join(format!("{job_id}.log")),
             artifacts: self.args.artifacts.clone(),
+            containment: self.args.containment.clone(),
         };
         match Actor::spawn_linked(None, Job, args, myself.get_cell()).await {
             Ok((job, _)) => {

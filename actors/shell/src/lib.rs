@@ -22,5 +22,6 @@ mod source_names;
 pub use actor::Shell;
 pub use actor::ShellArgs;
 pub use messages::ExecRequest;
+pub use messages::RunConfinement;
 pub use messages::ShellMsg;
 pub use messages::ShellNotice;

@@ -16,11 +16,13 @@ use shellvisor_process::OutputFifo;
 use shellvisor_process::PrivateDir;
 use shellvisor_process::RunIdentity;
 use shellvisor_process::RunStart;
+use shellvisor_process::RunText;
 use shellvisor_process::ShellFiles;
 use shellvisor_process::ShellRecord;
 use shellvisor_process::StatusReader;
 use shellvisor_process::StdinProbe;
 use shellvisor_process::contain::SessionContainment;
+use shellvisor_process::script::Confinement;
 use shellvisor_process::script::WRAPPER_BUILTINS;
 use shellvisor_process::spawn_shell;
 use shellvisor_protocol::random_token;
@@ -277,14 +279,18 @@ impl LiveShell {
             }
         };
         let marker = format!("{}.{}", self.shell_id, self.runs);
-        let written = self.files.write_run(
-            &nonce,
-            &marker,
-            &request.command,
-            request.cwd.as_deref(),
-            &request.env,
+        let written = self.files.write_run(&RunText {
+            nonce: &nonce,
+            marker: &marker,
+            command: &request.command,
+            cwd: request.cwd.as_deref(),
+            env: &request.env,
             env_record,
-        );
+            confinement: request.confinement.as_ref().map(|confinement| Confinement {
+                procs: &confinement.procs,
+                address_space_kib: confinement.address_space_kib,
+            }),
+        });
         if let Err(err) = written {
             return refuse(
                 &request.reply_to,

@@ -81,8 +81,20 @@ pub struct ExecRequest {
     pub env: Vec<(String, String)>,
     /// Where the output goes.
     pub sink: SinkFeed,
+    /// A run with resource limits: the subshell it runs in joins these.
+    pub confinement: Option<RunConfinement>,
     /// Who learns how the run ended.
     pub reply_to: DerivedActorRef<RunNotice>,
+}
+
+/// How a run with resource limits is confined (see
+/// `shellvisor_process::script::Confinement`).
+#[derive(Clone, Debug, Default)]
+pub struct RunConfinement {
+    /// `cgroup.procs` files of the run's cgroup leaves.
+    pub procs: Vec<PathBuf>,
+    /// `RLIMIT_AS` in KiB, where memory has no cgroup.
+    pub address_space_kib: Option<u64>,
 }
 
 /// What a Shell tells its supervisor (the Session) as soon as it happens,

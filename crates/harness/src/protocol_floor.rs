@@ -97,8 +97,15 @@ impl ProtocolPipe {
             let started = Instant::now();
             self.runs += 1;
             let nonce = format!("n{}", self.runs);
-            self.files
-                .write_run(&nonce, "floor.1", command, None, &[], false)?;
+            self.files.write_run(&shellvisor_process::RunText {
+                nonce: &nonce,
+                marker: "floor.1",
+                command,
+                cwd: None,
+                env: &[],
+                env_record: false,
+                confinement: None,
+            })?;
             // As the runtime does: the FIFO is reopened, not recreated, once
             // the previous run's output reached end-of-file (always, here).
             let fifo = {

@@ -88,6 +88,14 @@ pub(crate) struct BashArgs {
     /// auto-background apply as usual.
     #[serde(default)]
     pub wait_for: Option<shellvisor::WaitFor>,
+    /// Resource limits for this command: `memory_mb` (1..=1048576; over
+    /// it the kernel kills it: `[Killed: memory limit N MiB reached]`),
+    /// `pids` (1..=4194304 processes and threads at once), `cpu_percent`
+    /// (1..=100000, of one CPU). The command then runs in a subshell: its
+    /// `cd` and `export` do not carry over. The result's `limits` says which
+    /// were enforced here and which were reached.
+    #[serde(default)]
+    pub limits: Option<shellvisor::RunLimits>,
 }
 
 impl JobWaitArgs {
@@ -128,6 +136,7 @@ impl BashArgs {
                 Some(shellvisor::idle_timeout_from_secs(seconds).map_err(invalid)?);
         }
         request.wait_for = self.wait_for.clone();
+        request.limits = self.limits;
         Ok(request)
     }
 }
@@ -297,6 +306,10 @@ pub(crate) struct RunContent {
     /// one's state and its output since the last read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jobs: Option<Vec<JobProgress>>,
+    /// For a command with `limits`: which were enforced (and how), which
+    /// could not be here, and which it reached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<shellvisor::LimitsReport>,
 }
 
 /// One job in a `job_wait` over several that timed out.
@@ -335,6 +348,7 @@ impl RunContent {
             background_reason: None,
             wall_time_ms: Some(result.wall_time_ms),
             jobs: None,
+            limits: result.limits.as_deref().cloned(),
         }
     }
 

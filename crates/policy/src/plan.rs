@@ -9,6 +9,7 @@ use shellvisor_protocol::Error;
 use shellvisor_protocol::MAX_AUTO_BACKGROUND_SECS;
 use shellvisor_protocol::MAX_IDLE_TIMEOUT_SECS;
 use shellvisor_protocol::Result;
+use shellvisor_protocol::RunLimits;
 use shellvisor_protocol::RunRequest;
 
 use crate::cd_rewrite::rewrite_leading_cd;
@@ -56,6 +57,8 @@ pub struct RunPlan {
     pub idle_timeout: Option<Duration>,
     /// What makes the run ready (`wait_for`).
     pub ready: Option<Ready>,
+    /// The run's resource limits (none empty).
+    pub limits: Option<RunLimits>,
     /// Notices decided while planning (timeout clamping); the Session adds
     /// its own (a terminal fallback).
     pub notices: Vec<String>,
@@ -198,8 +201,20 @@ pub fn plan(request: &RunRequest, ctx: &PlanContext<'_>) -> Result<RunPlan> {
         .as_ref()
         .map(|wait_for| ready_check(wait_for, start_dir))
         .transpose()?;
+    let limits = request.limits.filter(|limits| !limits.is_empty());
+    if let Some(limits) = &limits {
+        limits
+            .check()
+            .map_err(|message| Error::InvalidRequest { message })?;
+        if request.pty {
+            return Err(Error::InvalidRequest {
+                message: "limits are not supported for a pty run".to_owned(),
+            });
+        }
+    }
     let notices = timeout.notice.iter().cloned().collect();
     Ok(RunPlan {
+        limits,
         idle_timeout,
         ready,
         label: job_label(&request.command),

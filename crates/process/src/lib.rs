@@ -70,6 +70,7 @@ pub use run_processes::RUN_MARKER_VAR;
 pub use run_processes::RunIdentity;
 pub use run_processes::RunStart;
 pub use shell_io::CommandWriter;
+pub use shell_io::RunText;
 pub use shell_io::ShellFiles;
 pub use shell_io::StatusReader;
 pub use shell_spawn::ShellSpawnSpec;

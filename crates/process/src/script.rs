@@ -107,6 +107,16 @@ pub fn init_script(nonce: &str, wrapper: &Path) -> Vec<u8> {
     out
 }
 
+/// How a run with resource limits is confined: in a subshell that first
+/// joins its cgroup leaves and sets its rlimits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Confinement<'a> {
+    /// `cgroup.procs` files the subshell writes its pid to.
+    pub procs: &'a [std::path::PathBuf],
+    /// `RLIMIT_AS` in KiB (`ulimit -v`).
+    pub address_space_kib: Option<u64>,
+}
+
 /// One run's wrapper.
 #[derive(Clone, Debug)]
 pub struct WrapperScript<'a> {
@@ -126,6 +136,9 @@ pub struct WrapperScript<'a> {
     /// The run's marker, exported as [`crate::RUN_MARKER_VAR`] so every
     /// program the run starts carries it (see [`crate::RunIdentity`]).
     pub marker: &'a str,
+    /// A run with limits runs in a confining subshell (its `cd` and
+    /// `export` do not reach the session's shell).
+    pub confinement: Option<Confinement<'a>>,
 }
 
 impl WrapperScript<'_> {
@@ -144,7 +157,20 @@ impl WrapperScript<'_> {
                     .as_bytes(),
             );
         }
-        out.extend_from_slice(b"{ ");
+        match &self.confinement {
+            Some(confinement) => {
+                out.extend_from_slice(b"( ");
+                for procs in confinement.procs {
+                    out.extend_from_slice(b"\\builtin printf '%s' \"$BASHPID\" >");
+                    push_quoted(&mut out, procs.as_os_str().as_bytes());
+                    out.extend_from_slice(b" && ");
+                }
+                if let Some(kib) = confinement.address_space_kib {
+                    out.extend_from_slice(format!("\\builtin ulimit -v {kib} && ").as_bytes());
+                }
+            }
+            None => out.extend_from_slice(b"{ "),
+        }
         if let Some(cwd) = self.cwd {
             out.extend_from_slice(b"\\builtin cd -- ");
             push_quoted(&mut out, cwd.as_os_str().as_bytes());
@@ -159,7 +185,11 @@ impl WrapperScript<'_> {
         }
         out.extend_from_slice(b"\\builtin . ");
         push_quoted(&mut out, self.command_file.as_os_str().as_bytes());
-        out.extend_from_slice(b"; } <&63 >");
+        out.extend_from_slice(if self.confinement.is_some() {
+            b"\n) <&63 >"
+        } else {
+            b"; } <&63 >"
+        });
         push_quoted(&mut out, self.output_fifo.as_os_str().as_bytes());
         out.extend_from_slice(
             b" 2>&1 62>&- 63>&-\n__shv_rc=$?\n\\builtin set +euvx +o pipefail +o posix\n",
@@ -183,6 +213,34 @@ impl WrapperScript<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_confined_run_joins_its_cgroups_in_a_subshell_before_the_command() {
+        let procs = [std::path::PathBuf::from("/cg/a b/cgroup.procs")];
+        let text = String::from_utf8(
+            WrapperScript {
+                nonce: "n1",
+                command_file: Path::new("/d/c"),
+                output_fifo: Path::new("/d/o"),
+                cwd: None,
+                env: &[],
+                env_record: false,
+                marker: "m.1",
+                confinement: Some(Confinement {
+                    procs: &procs,
+                    address_space_kib: Some(1024),
+                }),
+            }
+            .render(),
+        )
+        .unwrap();
+        assert!(
+            text.contains(
+                "( \\builtin printf '%s' \"$BASHPID\" >'/cg/a b/cgroup.procs' && \\builtin ulimit -v 1024 && \\builtin . '/d/c'\n) <&63 >'/d/o'"
+            ),
+            "{text}"
+        );
+    }
 
     #[test]
     fn init_opens_fd_63_permanently() {
@@ -215,6 +273,7 @@ mod tests {
             env: &env,
             env_record: false,
             marker: "m.1",
+            confinement: None,
         }
         .render();
         let text = String::from_utf8(script).unwrap();

@@ -105,7 +105,15 @@ impl TestShell {
         self.seq += 1;
         let nonce = format!("nonce{}", self.seq);
         self.files
-            .write_run(&nonce, "t.1", command, None, env, true)
+            .write_run(&shellvisor_process::RunText {
+                nonce: &nonce,
+                marker: "t.1",
+                command,
+                cwd: None,
+                env,
+                env_record: true,
+                confinement: None,
+            })
             .unwrap();
         let fifo = OutputFifo::create(self.files.fifo_path()).unwrap();
         self.writer.send(self.files.run_line()).await.unwrap();

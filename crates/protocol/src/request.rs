@@ -71,6 +71,81 @@ pub struct RunRequest {
     /// auto-background apply as usual.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_for: Option<WaitFor>,
+    /// Resource limits for this run (see [`RunLimits`]). A run with limits
+    /// runs in a subshell of the session's shell: its `cd` and `export` do
+    /// not carry over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<RunLimits>,
+}
+
+/// Resource limits of one run, enforced with a cgroup made for the run
+/// (cgroup v2, or the v1 controllers where those are what the machine has);
+/// without one, the closest rlimit (memory as `RLIMIT_AS`), and the result
+/// says which limits were enforced and which could not be.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RunLimits {
+    /// Memory of the run's processes together, in MiB (1..=1048576); over
+    /// it the kernel kills them: `[Killed: memory limit N MiB reached]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    /// Processes and threads of the run at once (1..=4194304); a fork over
+    /// it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    /// CPU time, in percent of one CPU (1..=100000; 200 is two CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<u32>,
+}
+
+/// The largest `limits.memory_mb` (1 TiB).
+pub const MAX_LIMIT_MEMORY_MB: u64 = 1 << 20;
+/// The largest `limits.pids` (the kernel's largest pid).
+pub const MAX_LIMIT_PIDS: u64 = 4_194_304;
+/// The largest `limits.cpu_percent` (a thousand CPUs).
+pub const MAX_LIMIT_CPU_PERCENT: u32 = 100_000;
+
+impl RunLimits {
+    /// Checks every limit against its range.
+    ///
+    /// # Errors
+    /// The message naming the first limit out of range and its range.
+    pub fn check(&self) -> Result<(), String> {
+        let out = |name: &str, max: u64, got: u64| {
+            Err(format!(
+                "limits.{name} must be between 1 and {max}, got {got}"
+            ))
+        };
+        if let Some(mb) = self
+            .memory_mb
+            .filter(|mb| !(1..=MAX_LIMIT_MEMORY_MB).contains(mb))
+        {
+            return out("memory_mb", MAX_LIMIT_MEMORY_MB, mb);
+        }
+        if let Some(pids) = self
+            .pids
+            .filter(|pids| !(1..=MAX_LIMIT_PIDS).contains(pids))
+        {
+            return out("pids", MAX_LIMIT_PIDS, pids);
+        }
+        if let Some(cpu) = self
+            .cpu_percent
+            .filter(|cpu| !(1..=MAX_LIMIT_CPU_PERCENT).contains(cpu))
+        {
+            return out(
+                "cpu_percent",
+                u64::from(MAX_LIMIT_CPU_PERCENT),
+                u64::from(cpu),
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.memory_mb.is_none() && self.pids.is_none() && self.cpu_percent.is_none()
+    }
 }
 
 /// The longest per-call auto-background wait, in seconds (a day).
@@ -218,6 +293,13 @@ impl RunRequest {
     #[must_use]
     pub fn wait_for(mut self, ready: WaitFor) -> Self {
         self.wait_for = Some(ready);
+        self
+    }
+
+    /// Limits this run's resources (see [`RunRequest::limits`]).
+    #[must_use]
+    pub fn limits(mut self, limits: RunLimits) -> Self {
+        self.limits = Some(limits);
         self
     }
 

@@ -185,6 +185,24 @@ pub struct RunResult {
     /// terminal emulator (what a human would have seen last).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screen: Option<crate::Screen>,
+    /// For a run with `limits`: which were enforced, which could not be,
+    /// and which the run reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Box<LimitsReport>>,
+}
+
+/// What became of a run's `limits`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct LimitsReport {
+    /// The limits in force, and how (`memory_mb (cgroup v1)`,
+    /// `memory_mb (RLIMIT_AS)`, `pids (cgroup v2)`, ...).
+    pub enforced: Vec<String>,
+    /// The limits asked for that could not be enforced here, and why.
+    pub not_enforced: Vec<String>,
+    /// The limits the run reached (`memory_mb`: the kernel killed it;
+    /// `pids`: a fork failed).
+    pub reached: Vec<String>,
 }
 
 /// Which limit ended a run that timed out.

@@ -9,11 +9,21 @@ use std::path::PathBuf;
 use std::time::Duration;
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use rustix::fs::Mode;
 use rustix::fs::OFlags;
+use shellvisor_protocol::RunLimits;
+
+use super::run_limits;
+use super::run_limits::Controller;
+use super::run_limits::ControllerDir;
+use super::run_limits::LimitPlacement;
 
 /// Prefix of a runtime's cgroup directory: `shellvisor-<pid>-<start time>`.
 const PREFIX: &str = "shellvisor-";
+/// What separates a session leaf's name from its run's job in a run leaf.
+const RUN_LEAF: &str = ".run-";
 /// How long removal waits for killed processes to leave a cgroup.
 const REMOVE_DEADLINE: Duration = Duration::from_millis(500);
 
@@ -35,13 +45,18 @@ fn cgroup2() -> Option<Hierarchy> {
 
 /// The v1 `pids` hierarchy, if mounted.
 fn pids_v1() -> Option<Hierarchy> {
+    v1("pids")
+}
+
+/// The v1 hierarchy of `controller` (`pids`, `memory`, `cpu`), if mounted.
+fn v1(controller: &str) -> Option<Hierarchy> {
     let mount = mount_point(|fstype, options| {
-        fstype == "cgroup" && options.split(',').any(|o| o == "pids")
+        fstype == "cgroup" && options.split(',').any(|o| o == controller)
     })?;
     let own = own_path(|line| {
         line.split(':')
             .nth(1)
-            .is_some_and(|controllers| controllers.split(',').any(|c| c == "pids"))
+            .is_some_and(|controllers| controllers.split(',').any(|c| c == controller))
     })?;
     Some(Hierarchy {
         own_dir: join(&mount, &own),
@@ -134,7 +149,10 @@ fn remove_tree(dir: &Path) {
 /// Kills and removes the cgroups of runtimes that are gone. Returns how many.
 pub(crate) fn sweep_dead_runtimes() -> usize {
     let mut swept = 0;
-    for hierarchy in [cgroup2(), pids_v1()].into_iter().flatten() {
+    for hierarchy in [cgroup2(), pids_v1(), v1("memory"), v1("cpu")]
+        .into_iter()
+        .flatten()
+    {
         let Ok(entries) = fs::read_dir(&hierarchy.own_dir) else {
             continue;
         };
@@ -173,6 +191,8 @@ pub(crate) struct RuntimeCgroup {
     dir: PathBuf,
     pids_dir: Option<PathBuf>,
     pids_max: Option<u64>,
+    /// Where runs' limit leaves go, per controller this machine has.
+    limits: Arc<Vec<ControllerDir>>,
 }
 
 impl RuntimeCgroup {
@@ -199,6 +219,7 @@ impl RuntimeCgroup {
             dir,
             pids_dir: None,
             pids_max: None,
+            limits: Arc::default(),
         };
         if let Some(max) = pids_max {
             if runtime.dir.join("pids.max").exists() {
@@ -211,7 +232,57 @@ impl RuntimeCgroup {
                 }
             }
         }
+        runtime.limits = Arc::new(runtime.limit_controllers(&name));
         Ok(runtime)
+    }
+
+    /// Where run limits can be enforced: each controller in the v2
+    /// hierarchy if the runtime's cgroup has it (enabled for its children),
+    /// else in its v1 hierarchy (a runtime directory made there).
+    fn limit_controllers(&self, name: &str) -> Vec<ControllerDir> {
+        let v2_controllers =
+            fs::read_to_string(self.dir.join("cgroup.controllers")).unwrap_or_default();
+        let mut found = Vec::new();
+        for controller in [Controller::Memory, Controller::Cpu, Controller::Pids] {
+            let label = controller.name();
+            if v2_controllers.split_ascii_whitespace().any(|c| c == label)
+                && write_file(
+                    &self.dir.join("cgroup.subtree_control"),
+                    &format!("+{label}"),
+                )
+                .is_ok()
+            {
+                found.push(ControllerDir {
+                    controller,
+                    dir: self.dir.clone(),
+                    v2: true,
+                });
+                continue;
+            }
+            let existing = (controller == Controller::Pids)
+                .then(|| self.pids_dir.clone())
+                .flatten();
+            let dir = match existing {
+                Some(dir) => dir,
+                None => {
+                    let Some(hierarchy) = v1(label) else { continue };
+                    let dir = hierarchy.own_dir.join(name);
+                    if let Err(err) = fs::create_dir(&dir)
+                        && err.kind() != io::ErrorKind::AlreadyExists
+                    {
+                        tracing::debug!(%err, controller = label, "no v1 cgroup for run limits");
+                        continue;
+                    }
+                    dir
+                }
+            };
+            found.push(ControllerDir {
+                controller,
+                dir,
+                v2: false,
+            });
+        }
+        found
     }
 
     /// Every directory of the runtime's cgroup: the v2 one, and the v1 pids
@@ -233,6 +304,9 @@ impl RuntimeCgroup {
         if let Some(pids) = &self.pids_dir {
             remove_tree(pids);
         }
+        for controller in self.limits.iter().filter(|c| !c.v2) {
+            remove_tree(&controller.dir);
+        }
     }
 }
 
@@ -245,6 +319,9 @@ pub struct SessionCgroup {
     dir_fd: OwnedFd,
     procs: OwnedFd,
     pids: Option<(PathBuf, OwnedFd)>,
+    /// The leaf's name (its runs' leaves are `<name>.run-<job>`).
+    name: String,
+    limits: Arc<Vec<ControllerDir>>,
 }
 
 impl SessionCgroup {
@@ -277,7 +354,19 @@ impl SessionCgroup {
             dir_fd,
             procs,
             pids,
+            name: name.to_owned(),
+            limits: Arc::clone(&runtime.limits),
         })
+    }
+
+    /// Makes the cgroup leaves of the run `job` of this session for
+    /// `limits` (see [`LimitPlacement`]).
+    pub fn place_run(&self, job: &str, limits: &RunLimits) -> LimitPlacement {
+        run_limits::place(&self.limits, &self.run_leaf(job), limits)
+    }
+
+    fn run_leaf(&self, job: &str) -> String {
+        format!("{}{RUN_LEAF}{job}", self.name)
     }
 
     /// The cgroup directory.
@@ -334,6 +423,27 @@ impl SessionCgroup {
 impl Drop for SessionCgroup {
     fn drop(&mut self) {
         self.kill();
+        // Its runs' leaves: a v2 one holds processes moved out of this
+        // leaf (what a limited run left running), so it is killed too.
+        let prefix = self.run_leaf("");
+        for controller in self.limits.iter() {
+            let Ok(entries) = fs::read_dir(&controller.dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(&prefix))
+                {
+                    if controller.v2 {
+                        let _ = write_file(&entry.path().join("cgroup.kill"), "1");
+                    }
+                    // The killed processes leave it within moments.
+                    remove_tree(&entry.path());
+                }
+            }
+        }
         // The processes leave asynchronously; what cannot be removed now goes
         // with the runtime's cgroup.
         let _ = fs::remove_dir(&self.dir);

@@ -31,6 +31,7 @@
 mod cgroup;
 mod pidns;
 mod reaper;
+mod run_limits;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -40,6 +41,8 @@ use cgroup::RuntimeCgroup;
 pub use cgroup::SessionCgroup;
 pub use pidns::SessionNamespace;
 pub(crate) use reaper::ReaperLink;
+pub use run_limits::LimitPlacement;
+pub use run_limits::RunCgroup;
 
 use crate::group::ProcessRegistry;
 
@@ -67,6 +70,20 @@ pub enum SessionContainment {
     Cgroup(Arc<SessionCgroup>),
     /// Namespaces its shells and terminal programs are started in.
     Namespace(Arc<SessionNamespace>),
+}
+
+/// How the run `job` of a session contained by `containment` gets its
+/// `limits`: cgroup leaves where the session has a cgroup and the machine
+/// the controllers, else the closest rlimit (see [`LimitPlacement`]).
+pub fn place_run_limits(
+    containment: Option<&SessionContainment>,
+    job: &str,
+    limits: &shellvisor_protocol::RunLimits,
+) -> LimitPlacement {
+    match containment {
+        Some(SessionContainment::Cgroup(cgroup)) => cgroup.place_run(job, limits),
+        _ => run_limits::place(&[], job, limits),
+    }
 }
 
 impl SessionContainment {
