@@ -455,6 +455,28 @@ async def scenario_long_running_work(client: Client) -> None:
     assert not any(n["params"].get("job_id") == server["job_id"] for n in client.notifications), \
         "another run's notifications reached an unsubscribed connection"
 
+    # The flood guard: 8 MiB at once reaches the client cut to the streaming
+    # budget, with the range left out announced; job.output has all of it.
+    flood = await client.call("run", {"session_id": sid, "notify_on": ["output", "exit"], "request": {
+        "command": "head -c 8388608 /dev/zero", "async": True}})
+    await client.wait_notification(lambda n: n["method"] == "job.finished" and n["params"]["job_id"] == flood["job_id"])
+    cursor = 0
+    suppressed = 0
+    for note in client.notifications:
+        params = note["params"]
+        if params.get("job_id") != flood["job_id"]:
+            continue
+        if note["method"] == "output":
+            assert params["offset"] == cursor, (params["offset"], cursor)
+            cursor += len(base64.b64decode(params["data_base64"]))
+        elif note["method"] == "output.suppressed":
+            assert params["offset"] == cursor and params["suppressed_events"] > 0, params
+            cursor += params["suppressed_bytes"]
+            suppressed += params["suppressed_bytes"]
+    assert cursor == 8388608 and suppressed > 0, (cursor, suppressed)
+    tail = await client.call("job.output", {"session_id": sid, "job_id": flood["job_id"], "offset": 8388600})
+    assert base64.b64decode(tail["data_base64"]) == b"\0" * 8, tail
+
     # A wait on several jobs answers with the first to finish.
     slow = await client.call("run", {"session_id": sid, "request": {"command": "sleep 30", "async": True}})
     quick = await client.call("run", {"session_id": sid, "request": {"command": "sleep 0.5; echo quick", "async": True}})

@@ -243,3 +243,38 @@ fn run_leaves(rt: &TestRuntime) -> Vec<std::path::PathBuf> {
     }
     leaves
 }
+
+#[tokio::test]
+async fn a_nice_level_lowers_every_process_of_the_session() {
+    let mut config = shellvisor::Config::default();
+    config.shell.nice = 7;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("nice").await;
+    // Field 19 of /proc/<pid>/stat is the nice level: the shell's and a child's.
+    let result = run(
+        &session,
+        "cut -d' ' -f19 /proc/$$/stat; sh -c \"cut -d' ' -f19 /proc/self/stat\"",
+    )
+    .await;
+    assert_eq!(result.output, "7\n7\n", "{}", result.text);
+    let terminal = session
+        .start_pty(RunRequest::new("cut -d' ' -f19 /proc/self/stat").pty(true))
+        .await
+        .unwrap();
+    let done = session
+        .wait(terminal.job_id(), Duration::from_secs(20))
+        .await
+        .unwrap()
+        .expect("the terminal run ended");
+    assert_eq!(done.output.trim(), "7", "{}", done.text);
+    rt.runtime.shutdown().await;
+
+    let mut config = shellvisor::Config::default();
+    config.shell.nice = 20;
+    let err = shellvisor::Runtime::start(config).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidRequest);
+    assert_eq!(
+        err.to_string(),
+        "shell.nice must be between 0 and 19, got 20"
+    );
+}

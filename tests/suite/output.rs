@@ -151,6 +151,64 @@ async fn streamed_output_reassembles_the_exact_bytes_and_reads_by_offset_agree()
     rt.runtime.shutdown().await;
 }
 
+/// The flood guard: a run printing far faster than the streaming budget
+/// (1 MiB/s by default) reaches subscribers cut to it, the ranges left out
+/// are announced once each, and the stored output stays complete.
+#[tokio::test]
+async fn a_flood_is_streamed_within_its_budget_and_its_gaps_are_announced() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("flood").await;
+    let mut events = session.subscribe();
+    let total: u64 = 16 * 1024 * 1024;
+    let result = run(&session, &format!("head -c {total} /dev/zero | tr '\\0' x")).await;
+    assert_eq!(result.truncation.total_bytes, total);
+    let job = result.job_id.clone();
+    let (mut cursor, mut streamed, mut left_out, mut gaps) = (0u64, 0u64, 0u64, 0u64);
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("events until the job finished")
+            .expect("the stream");
+        match event {
+            SessionEvent::Output {
+                job_id,
+                offset,
+                data,
+            } if job_id == job => {
+                assert_eq!(offset, cursor, "no byte is skipped unannounced");
+                assert!(data.iter().all(|b| *b == b'x'));
+                cursor += data.len() as u64;
+                streamed += data.len() as u64;
+            }
+            SessionEvent::OutputSuppressed {
+                job_id,
+                offset,
+                bytes,
+                events,
+            } if job_id == job => {
+                assert_eq!(offset, cursor, "a gap starts where the stream stopped");
+                assert!(bytes > 0 && events > 0);
+                cursor += bytes;
+                left_out += bytes;
+                gaps += 1;
+            }
+            SessionEvent::JobFinished { job_id, .. } if job_id == job => break,
+            SessionEvent::Lagged { missed } => panic!("lagged by {missed}"),
+            _ => {}
+        }
+    }
+    println!("flood: {streamed} bytes streamed, {left_out} left out in {gaps} gaps, of {total}");
+    assert_eq!(
+        cursor, total,
+        "streamed and announced ranges cover the output"
+    );
+    assert!(left_out > 0 && gaps > 0, "a 16 MiB burst was not guarded");
+    // What was left out of the stream is all there by offset.
+    let last = session.read_output(&job, total - 10, 10).await.unwrap();
+    assert_eq!(&last.data[..], b"xxxxxxxxxx");
+    rt.runtime.shutdown().await;
+}
+
 #[tokio::test]
 async fn large_output_is_shown_as_head_marker_tail_with_a_notice() {
     let rt = TestRuntime::start().await;
@@ -205,7 +263,10 @@ async fn other_sessions_jobs_are_not_found() {
 async fn a_subscriber_that_never_reads_neither_blocks_the_run_nor_grows_memory() {
     let dir = tempfile::tempdir().unwrap();
     let (path, _) = random_file(dir.path(), 50 * 1024 * 1024);
-    let rt = TestRuntime::start().await;
+    // Without the flood guard, so the events outrun the subscriber.
+    let mut config = shellvisor::Config::default();
+    config.output.stream_max_bytes_per_sec = 0;
+    let rt = TestRuntime::with_config(config).await;
     let session = rt.session("slow-subscriber").await;
     run(&session, "echo warm").await;
     let mut stalled = session.subscribe();

@@ -122,6 +122,7 @@ impl SessionState {
             ctx: Arc::clone(ctx),
             spawn: ShellSpawnSpec {
                 containment: self.args.containment.clone(),
+                nice: ctx.config.shell.nice,
                 program: ctx.config.shell.program.clone(),
                 env,
                 cwd,

@@ -82,6 +82,7 @@ impl SessionState {
         env.extend(plan.env.iter().map(|(n, v)| (n.into(), v.into())));
         let spec = TerminalSpawnSpec {
             containment: self.args.containment.clone(),
+            nice: self.args.ctx.config.shell.nice,
             program: self.args.ctx.config.shell.program.clone(),
             args: vec![
                 "--noprofile".into(),

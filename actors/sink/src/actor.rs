@@ -21,6 +21,7 @@ use tokio::sync::broadcast;
 
 use crate::artifact::Artifact;
 use crate::budget::ArtifactBudget;
+use crate::flood::FloodGuard;
 use crate::messages::OutputSummary;
 use crate::messages::SinkMsg;
 use crate::watch::OutputWatch;
@@ -71,6 +72,7 @@ pub struct SinkState {
     /// Raw bytes of the line being written (since the last newline).
     line_bytes: usize,
     watching: Watching,
+    flood: FloodGuard,
     idle_timer: Option<JoinHandle<Result<(), ractor::MessagingErr<SinkMsg>>>>,
 }
 
@@ -89,6 +91,7 @@ impl Actor for Sink {
             .idle()
             .map(|idle| myself.send_after(idle, || SinkMsg::IdleCheck));
         Ok(SinkState {
+            flood: FloodGuard::new(args.config.stream_max_bytes_per_sec),
             watching,
             idle_timer,
             buffer: HeadTail::new(args.config.head_bytes, args.config.tail_bytes),
@@ -130,6 +133,7 @@ impl Actor for Sink {
             SinkMsg::Complete(reply) => {
                 state.stop_watching();
                 state.flush();
+                state.announce_gap();
                 let _ = reply.send(state.summary());
             }
             SinkMsg::Snapshot(reply) => {
@@ -141,6 +145,7 @@ impl Actor for Sink {
             SinkMsg::Closed => {
                 state.stop_watching();
                 state.flush();
+                state.announce_gap();
                 state.closed = true;
                 // The job may be retained for minutes: keep only what is held.
                 state.buffer.shrink_to_fit();
@@ -233,10 +238,26 @@ impl SinkState {
             let data = self.pending.split_to(take).freeze();
             let offset = self.pending_offset;
             self.pending_offset += data.len() as u64;
+            if !self.flood.admit(offset, data.len() as u64) {
+                continue;
+            }
+            self.announce_gap();
             let _ = self.events.send(SessionEvent::Output {
                 job_id: self.job_id.clone(),
                 offset,
                 data,
+            });
+        }
+    }
+
+    /// Tells subscribers which streamed output the flood guard left out.
+    fn announce_gap(&mut self) {
+        if let Some(gap) = self.flood.take_gap() {
+            let _ = self.events.send(SessionEvent::OutputSuppressed {
+                job_id: self.job_id.clone(),
+                offset: gap.offset,
+                bytes: gap.bytes,
+                events: gap.events,
             });
         }
     }

@@ -23,6 +23,7 @@ mod actor;
 mod artifact;
 mod budget;
 mod feed;
+mod flood;
 mod messages;
 mod watch;
 

@@ -57,6 +57,7 @@ impl ProtocolPipe {
             env: std::env::vars_os().collect(),
             cwd: std::env::temp_dir(),
             containment: None,
+            nice: 0,
         };
         let registry: Arc<ProcessRegistry> = ProcessRegistry::new();
         let SpawnedShell {

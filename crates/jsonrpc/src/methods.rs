@@ -88,7 +88,10 @@ impl NotifyOn {
         matches!(
             (self, event),
             (NotifyOn::Exit, SessionEvent::JobFinished { .. })
-                | (NotifyOn::Output, SessionEvent::Output { .. })
+                | (
+                    NotifyOn::Output,
+                    SessionEvent::Output { .. } | SessionEvent::OutputSuppressed { .. }
+                )
                 | (NotifyOn::Ready, SessionEvent::JobReady { .. })
         )
     }
@@ -98,6 +101,7 @@ impl NotifyOn {
 pub(crate) fn event_job(event: &SessionEvent) -> Option<&JobId> {
     match event {
         SessionEvent::Output { job_id, .. }
+        | SessionEvent::OutputSuppressed { job_id, .. }
         | SessionEvent::JobStarted { job_id, .. }
         | SessionEvent::JobFinished { job_id, .. }
         | SessionEvent::JobReady { job_id, .. }
@@ -286,6 +290,21 @@ pub(crate) struct OutputNote {
     pub data_base64: String,
 }
 
+/// `output.suppressed` notification.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct OutputSuppressedNote {
+    /// The session.
+    pub session_id: String,
+    /// The job whose output notifications the flood guard left out.
+    pub job_id: JobId,
+    /// Where the range left out starts (read it with `job.output`).
+    pub offset: u64,
+    /// How many bytes were left out.
+    pub suppressed_bytes: u64,
+    /// How many `output` notifications were left out.
+    pub suppressed_events: u64,
+}
+
 /// `job.started` notification.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct JobStartedNote {
@@ -461,6 +480,11 @@ const NOTIFICATIONS: &[(&str, &str, SchemaFn)] = &[
         "output",
         "Output bytes of a job of a subscribed session.",
         schema_of::<OutputNote>,
+    ),
+    (
+        "output.suppressed",
+        "The flood guard left out output notifications of a job (it printed faster than output.stream_max_bytes_per_sec); the range is readable with job.output.",
+        schema_of::<OutputSuppressedNote>,
     ),
     (
         "job.started",
@@ -726,6 +750,21 @@ pub(crate) fn event_note(session_id: &str, event: SessionEvent) -> Option<(&'sta
                 job_id,
                 offset,
                 data_base64: BASE64.encode(&data),
+            }),
+        ),
+        SessionEvent::OutputSuppressed {
+            job_id,
+            offset,
+            bytes,
+            events,
+        } => (
+            "output.suppressed",
+            serde_json::to_value(OutputSuppressedNote {
+                session_id,
+                job_id,
+                offset,
+                suppressed_bytes: bytes,
+                suppressed_events: events,
             }),
         ),
         SessionEvent::JobStarted { job_id, command } => (

@@ -35,6 +35,9 @@ pub struct ShellSpawnSpec {
     /// Where the session's processes are contained: its cgroup (the shell
     /// is created in it) or its namespaces (the shell is started in them).
     pub containment: Option<SessionContainment>,
+    /// The shell's nice level (`0`: the runtime's), set before it reads its
+    /// first line; what it starts inherits it.
+    pub nice: i32,
 }
 
 /// A started shell.
@@ -67,6 +70,26 @@ pub fn spawn_shell(
     spec: &ShellSpawnSpec,
     registry: &Arc<ProcessRegistry>,
 ) -> io::Result<SpawnedShell> {
+    let spawned = start_shell(spec, registry)?;
+    apply_nice(spawned.group.group().as_raw(), spec.nice);
+    Ok(spawned)
+}
+
+/// Sets `pid`'s nice level to `nice` (nothing for `0`). A failure (a level
+/// below the runtime's, for an unprivileged user) is logged, never fatal.
+pub(crate) fn apply_nice(pid: i32, nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return;
+    };
+    if let Err(err) = rustix::process::setpriority_process(Some(pid), nice) {
+        tracing::warn!(%err, nice, "could not set the nice level of a session's process");
+    }
+}
+
+fn start_shell(spec: &ShellSpawnSpec, registry: &Arc<ProcessRegistry>) -> io::Result<SpawnedShell> {
     let (status_read, status_write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
     let (output_read, output_write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
     if let Some(place) = spec.containment.as_ref().map(SessionContainment::place) {

@@ -56,6 +56,7 @@ impl TestShell {
             env,
             cwd: PathBuf::from("/"),
             containment: None,
+            nice: 0,
         };
         let spawned = spawner
             .run(move || spawn_shell(&spec, &registry))

@@ -33,6 +33,7 @@ fn spec(command: &str) -> TerminalSpawnSpec {
         ],
         cwd: std::env::temp_dir(),
         containment: None,
+        nice: 0,
     }
 }
 

@@ -59,6 +59,10 @@ pub struct ShellConfig {
     /// Initial working directory of new sessions. Default: the runtime's
     /// current directory.
     pub cwd: Option<PathBuf>,
+    /// The nice level of every shell and terminal program (and so of what
+    /// they start): `0` (default) keeps the runtime's; 1..=19 lower their CPU
+    /// priority, as OpenHands does for its sandboxes.
+    pub nice: i32,
     /// How long a new shell may take to become ready, in milliseconds.
     pub startup_timeout_ms: u64,
     /// This long (in milliseconds) before a foreground command that holds
@@ -78,6 +82,7 @@ impl Default for ShellConfig {
             cwd: None,
             startup_timeout_ms: 10_000,
             standby_lead_ms: 500,
+            nice: 0,
         }
     }
 }
@@ -140,6 +145,11 @@ pub struct OutputConfig {
     pub stream_throttle_ms: u64,
     /// Largest single streamed output event, in bytes.
     pub stream_max_event_bytes: usize,
+    /// The flood guard: streamed output bytes per job and second, at most
+    /// (`0`: no limit). Past it, events are suppressed (the output is still
+    /// stored complete) and one `OutputSuppressed` event says which range
+    /// was left out when streaming resumes or the output ends.
+    pub stream_max_bytes_per_sec: u64,
     /// The final cap on the output shown to a model, in bytes (the reference's
     /// 50 KB). Longer output shows its first lines (up to 60% of the cap) and
     /// its last lines (up to 25%), cut at line boundaries, and points at the
@@ -164,6 +174,7 @@ impl Default for OutputConfig {
             max_columns: 768,
             stream_throttle_ms: 50,
             stream_max_event_bytes: 64 * 1024,
+            stream_max_bytes_per_sec: 1024 * 1024,
             inline_bytes: 50 * 1024,
             max_artifact_bytes_per_session: 1024 * 1024 * 1024,
             max_artifact_bytes: 4 * 1024 * 1024 * 1024,

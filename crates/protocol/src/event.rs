@@ -24,6 +24,20 @@ pub enum SessionEvent {
         /// Raw bytes, byte-exact (stdout and stderr merged in arrival order).
         data: Bytes,
     },
+    /// The flood guard left out streamed output of a run (it printed faster
+    /// than `output.stream_max_bytes_per_sec`): `[offset, offset + bytes)`,
+    /// in `events` events, is readable by offset from the job. Sent when
+    /// streaming resumes or the output ends, before the next `Output`.
+    OutputSuppressed {
+        /// The run.
+        job_id: JobId,
+        /// Where the range left out starts.
+        offset: u64,
+        /// How many bytes were left out.
+        bytes: u64,
+        /// How many events were left out.
+        events: u64,
+    },
     /// A run finished.
     JobFinished {
         /// The run's id.

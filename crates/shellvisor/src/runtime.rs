@@ -112,8 +112,9 @@ impl Runtime {
     /// supervisor. Must be called inside a tokio runtime (multi-threaded or not).
     ///
     /// # Errors
-    /// When the runtime directory, the spawner thread or the supervisor cannot
-    /// be created.
+    /// `invalid_request` for a `shell.nice` out of 0..=19; otherwise when the
+    /// runtime directory, the spawner thread or the supervisor cannot be
+    /// created.
     pub async fn start(config: Config) -> Result<Runtime> {
         Self::builder(config).start().await
     }
@@ -132,6 +133,14 @@ impl Runtime {
         resolvers: Vec<Arc<dyn UrlResolver>>,
         pty_backend: Arc<dyn PtyBackend>,
     ) -> Result<Runtime> {
+        if !(0..=19).contains(&config.shell.nice) {
+            return Err(Error::InvalidRequest {
+                message: format!(
+                    "shell.nice must be between 0 and 19, got {}",
+                    config.shell.nice
+                ),
+            });
+        }
         let base_env = base_env(
             std::env::vars_os(),
             config.shell.inherit_env,

@@ -347,13 +347,21 @@ impl ShellServer {
                     return Err(shellvisor::Error::InvalidRequest { message: "cancelled".to_owned() });
                 }
                 event = events.recv(), if progress_token.is_some() => {
-                    if let Some(SessionEvent::Output { job_id: id, offset, data }) = event
-                        && id == job_id
-                    {
-                        total = offset + data.len() as u64;
-                        tail.extend_from_slice(&data);
-                        let excess = tail.len().saturating_sub(PROGRESS_TAIL_BYTES * 4);
-                        tail.drain(..excess);
+                    match event {
+                        Some(SessionEvent::Output { job_id: id, offset, data }) if id == job_id => {
+                            total = offset + data.len() as u64;
+                            tail.extend_from_slice(&data);
+                            let excess = tail.len().saturating_sub(PROGRESS_TAIL_BYTES * 4);
+                            tail.drain(..excess);
+                        }
+                        // The flood guard left a range out: count it; the
+                        // last line shown is the last one streamed.
+                        Some(SessionEvent::OutputSuppressed { job_id: id, offset, bytes, .. })
+                            if id == job_id =>
+                        {
+                            total = offset + bytes;
+                        }
+                        _ => {}
                     }
                 }
                 _ = ticker.tick(), if progress_token.is_some() => {

@@ -85,7 +85,8 @@ async fn watch(
             event = events.recv() => {
                 let Some(event) = event else { return };
                 let (job_id, state_change) = match &event {
-                    SessionEvent::Output { job_id, .. } => (job_id, false),
+                    SessionEvent::Output { job_id, .. }
+                    | SessionEvent::OutputSuppressed { job_id, .. } => (job_id, false),
                     SessionEvent::JobFinished { job_id, .. }
                     | SessionEvent::JobReady { job_id, .. }
                     | SessionEvent::PtyState { job_id, .. } => (job_id, true),

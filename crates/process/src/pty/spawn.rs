@@ -36,6 +36,9 @@ pub struct TerminalSpawnSpec {
     /// Where the session's processes are contained: its cgroup (the
     /// program is created in it) or its namespaces (it is started in them).
     pub containment: Option<SessionContainment>,
+    /// The program's nice level (`0`: the runtime's), set right after it
+    /// starts (what it forks in its first moments keeps the runtime's).
+    pub nice: i32,
 }
 
 /// A program started on a terminal.
@@ -58,6 +61,17 @@ pub struct SpawnedTerminalProgram {
 /// # Errors
 /// When a descriptor cannot be duplicated, or the fork or the exec fails.
 pub fn spawn_on_terminal(
+    spec: &TerminalSpawnSpec,
+    slave: &OwnedFd,
+    registry: &Arc<ProcessRegistry>,
+) -> io::Result<SpawnedTerminalProgram> {
+    let spawned = start_on_terminal(spec, slave, registry)?;
+    // The session's id is the program's pid (its leader) in this namespace.
+    crate::shell_spawn::apply_nice(spawned.session.session().as_raw(), spec.nice);
+    Ok(spawned)
+}
+
+fn start_on_terminal(
     spec: &TerminalSpawnSpec,
     slave: &OwnedFd,
     registry: &Arc<ProcessRegistry>,
