@@ -102,10 +102,11 @@ async fn the_layer_in_effect_is_reported() {
 #[tokio::test]
 async fn a_new_runtime_sweeps_the_cgroup_of_a_dead_one() {
     let probe = TestRuntime::start().await;
-    let Some(dir) = probe.runtime.containment().cgroup else {
-        println!("skipped: no cgroup layer here");
-        return;
-    };
+    let dir = probe
+        .runtime
+        .containment()
+        .cgroup
+        .expect("the sweep needs the cgroup layer (run the tests as root)");
     let parent = std::path::Path::new(&dir).parent().unwrap().to_owned();
     // A runtime that is gone: a pid that has exited, with its start time.
     let mut gone = std::process::Command::new("true").spawn().unwrap();
