@@ -40,10 +40,36 @@ fn backgrounded(outcome: RunOutcome) -> BackgroundedRun {
     }
 }
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, below the kernel's ephemeral range
+/// (from 32768 by default), so no other test's `bind(0)` takes it meanwhile.
+/// The probe's socket is gone from the kernel's table before it returns: a
+/// shell the runtime is forking at that moment holds a copy of every
+/// descriptor of this process until it execs (seen: a standby shell's child
+/// blocked in the v1 pids `cgroup.procs` write, in `synchronize_rcu`).
 fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+    let port = loop {
+        let mut raw = [0u8; 2];
+        getrandom::fill(&mut raw).unwrap();
+        let port = 20_000 + u16::from_ne_bytes(raw) % 12_000;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            break port;
+        }
+    };
+    let listed = format!(":{port:04X} ");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table)
+            .unwrap()
+            .lines()
+            .any(|line| line.contains(&listed))
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "port {port} stayed listed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    port
 }
 
 #[tokio::test]
