@@ -117,47 +117,53 @@ pub struct Confinement<'a> {
     pub address_space_kib: Option<u64>,
 }
 
+/// One run, as [`crate::ShellFiles::write_run`] writes it.
+#[derive(Clone, Copy, Debug)]
+pub struct RunText<'a> {
+    /// The run's nonce (tags its status record).
+    pub nonce: &'a str,
+    /// The run's marker (see [`crate::RunIdentity`]).
+    pub marker: &'a str,
+    /// The command text, as written.
+    pub command: &'a str,
+    /// Directory to `cd` into first.
+    pub cwd: Option<&'a Path>,
+    /// Variables for this call only.
+    pub env: &'a [(String, String)],
+    /// Whether to report the environment afterwards.
+    pub env_record: bool,
+    /// The confining subshell of a run with limits.
+    pub confinement: Option<Confinement<'a>>,
+}
+
 /// One run's wrapper.
 #[derive(Clone, Debug)]
 pub struct WrapperScript<'a> {
-    /// The run's nonce (tags its status record).
-    pub nonce: &'a str,
+    /// The run (its command text is in `command_file`).
+    pub run: RunText<'a>,
     /// File holding the user's command text.
     pub command_file: &'a Path,
     /// The run's output FIFO.
     pub output_fifo: &'a Path,
-    /// Directory to `cd` into first, if any.
-    pub cwd: Option<&'a Path>,
-    /// Variables for this call only (validated names).
-    pub env: &'a [(String, String)],
-    /// Whether to report the environment afterwards (skip it only when the
-    /// command cannot have changed it).
-    pub env_record: bool,
-    /// The run's marker, exported as [`crate::RUN_MARKER_VAR`] so every
-    /// program the run starts carries it (see [`crate::RunIdentity`]).
-    pub marker: &'a str,
-    /// A run with limits runs in a confining subshell (its `cd` and
-    /// `export` do not reach the session's shell).
-    pub confinement: Option<Confinement<'a>>,
 }
 
 impl WrapperScript<'_> {
     /// The wrapper's text.
     pub fn render(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(512 + 64 * self.env.len());
+        let mut out = Vec::with_capacity(512 + 64 * self.run.env.len());
         out.extend_from_slice(b"\\builtin export ");
         out.extend_from_slice(crate::RUN_MARKER_VAR.as_bytes());
         out.push(b'=');
-        push_quoted(&mut out, self.marker.as_bytes());
+        push_quoted(&mut out, self.run.marker.as_bytes());
         out.push(b'\n');
         // Remember what the call's variables were, to restore them afterwards.
-        for (index, (name, _)) in self.env.iter().enumerate() {
+        for (index, (name, _)) in self.run.env.iter().enumerate() {
             out.extend_from_slice(
                 format!("__shv_s{index}=${{{name}+x}} __shv_o{index}=${{{name}-}} __shv_a{index}=${{{name}@a}}\n")
                     .as_bytes(),
             );
         }
-        match &self.confinement {
+        match &self.run.confinement {
             Some(confinement) => {
                 out.extend_from_slice(b"( ");
                 for procs in confinement.procs {
@@ -171,12 +177,12 @@ impl WrapperScript<'_> {
             }
             None => out.extend_from_slice(b"{ "),
         }
-        if let Some(cwd) = self.cwd {
+        if let Some(cwd) = self.run.cwd {
             out.extend_from_slice(b"\\builtin cd -- ");
             push_quoted(&mut out, cwd.as_os_str().as_bytes());
             out.extend_from_slice(b" && ");
         }
-        for (name, value) in self.env {
+        for (name, value) in self.run.env {
             out.extend_from_slice(b"\\builtin export ");
             out.extend_from_slice(name.as_bytes());
             out.push(b'=');
@@ -185,7 +191,7 @@ impl WrapperScript<'_> {
         }
         out.extend_from_slice(b"\\builtin . ");
         push_quoted(&mut out, self.command_file.as_os_str().as_bytes());
-        out.extend_from_slice(if self.confinement.is_some() {
+        out.extend_from_slice(if self.run.confinement.is_some() {
             b"\n) <&63 >"
         } else {
             b"; } <&63 >"
@@ -194,7 +200,7 @@ impl WrapperScript<'_> {
         out.extend_from_slice(
             b" 2>&1 62>&- 63>&-\n__shv_rc=$?\n\\builtin set +euvx +o pipefail +o posix\n",
         );
-        for (index, (name, _)) in self.env.iter().enumerate() {
+        for (index, (name, _)) in self.run.env.iter().enumerate() {
             out.extend_from_slice(
                 format!(
                     "if [[ -n $__shv_s{index} ]]; then {name}=$__shv_o{index}; \
@@ -205,7 +211,7 @@ impl WrapperScript<'_> {
                 .as_bytes(),
             );
         }
-        push_records(&mut out, self.nonce, self.env_record);
+        push_records(&mut out, self.run.nonce, self.run.env_record);
         out
     }
 }
@@ -219,17 +225,20 @@ mod tests {
         let procs = [std::path::PathBuf::from("/cg/a b/cgroup.procs")];
         let text = String::from_utf8(
             WrapperScript {
-                nonce: "n1",
+                run: RunText {
+                    nonce: "n1",
+                    marker: "m.1",
+                    command: "",
+                    cwd: None,
+                    env: &[],
+                    env_record: false,
+                    confinement: Some(Confinement {
+                        procs: &procs,
+                        address_space_kib: Some(1024),
+                    }),
+                },
                 command_file: Path::new("/d/c"),
                 output_fifo: Path::new("/d/o"),
-                cwd: None,
-                env: &[],
-                env_record: false,
-                marker: "m.1",
-                confinement: Some(Confinement {
-                    procs: &procs,
-                    address_space_kib: Some(1024),
-                }),
             }
             .render(),
         )
@@ -266,14 +275,17 @@ mod tests {
     fn wrapper_sources_the_command_inside_redirected_group() {
         let env = vec![("FOO".to_owned(), "a'b".to_owned())];
         let script = WrapperScript {
-            nonce: "n1",
+            run: RunText {
+                nonce: "n1",
+                marker: "m.1",
+                command: "",
+                cwd: Some(Path::new("/tmp/x y")),
+                env: &env,
+                env_record: false,
+                confinement: None,
+            },
             command_file: Path::new("/d/c"),
             output_fifo: Path::new("/d/o"),
-            cwd: Some(Path::new("/tmp/x y")),
-            env: &env,
-            env_record: false,
-            marker: "m.1",
-            confinement: None,
         }
         .render();
         let text = String::from_utf8(script).unwrap();

@@ -70,17 +70,12 @@ impl ShellFiles {
     ///
     /// # Errors
     /// When a file cannot be written.
-    pub fn write_run(&self, run: &RunText<'_>) -> io::Result<()> {
+    pub fn write_run(&self, run: &script::RunText<'_>) -> io::Result<()> {
         self.command.rewrite(run.command.as_bytes())?;
         let wrapper = script::WrapperScript {
-            nonce: run.nonce,
+            run: *run,
             command_file: &self.command_path,
             output_fifo: &self.fifo_path,
-            cwd: run.cwd,
-            env: run.env,
-            env_record: run.env_record,
-            marker: run.marker,
-            confinement: run.confinement,
         };
         self.wrapper.rewrite(&wrapper.render())
     }
@@ -100,25 +95,6 @@ impl ShellFiles {
     pub fn run_line(&self) -> &'static [u8] {
         script::RUN_LINE
     }
-}
-
-/// One run, as [`ShellFiles::write_run`] writes it.
-#[derive(Clone, Copy, Debug)]
-pub struct RunText<'a> {
-    /// The run's nonce (tags its status record).
-    pub nonce: &'a str,
-    /// The run's marker (see [`crate::RunIdentity`]).
-    pub marker: &'a str,
-    /// The command text, as written.
-    pub command: &'a str,
-    /// Directory to `cd` into first.
-    pub cwd: Option<&'a Path>,
-    /// Variables for this call only.
-    pub env: &'a [(String, String)],
-    /// Whether to report the environment afterwards.
-    pub env_record: bool,
-    /// The confining subshell of a run with limits.
-    pub confinement: Option<script::Confinement<'a>>,
 }
 
 /// A file rewritten in place for every run. The write extends a shorter file

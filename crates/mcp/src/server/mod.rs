@@ -274,6 +274,17 @@ impl ShellServer {
         }
     }
 
+    /// The session (and its id) and the job a task id names.
+    async fn task_session(&self, task_id: &str) -> Result<(Session, String, JobId), ErrorData> {
+        let (session_id, job_id) = tasks::task_job(task_id)?;
+        let session = self
+            .runtime
+            .session(session_id.as_str())
+            .await
+            .map_err(|err| task_error(&err))?;
+        Ok((session, session_id, job_id))
+    }
+
     /// The session a resource's job lives in.
     async fn resource_session(&self, uri: &ResourceUri) -> shellvisor::Result<(Session, String)> {
         match uri {
@@ -716,12 +727,7 @@ impl ServerHandler for ShellServer {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let (session_id, job_id) = tasks::task_job(&request.task_id)?;
-        let session = self
-            .runtime
-            .session(session_id.as_str())
-            .await
-            .map_err(|err| task_error(&err))?;
+        let (session, session_id, job_id) = self.task_session(&request.task_id).await?;
         tasks::get(&session, &request.task_id, &job_id, |result| {
             let mut answer = tool_result((
                 RunContent::from_result(&session_id, result),
@@ -740,18 +746,11 @@ impl ServerHandler for ShellServer {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let (session_id, job_id) = tasks::task_job(&request.task_id)?;
-        let session = self
-            .runtime
-            .session(session_id.as_str())
-            .await
-            .map_err(|err| task_error(&err))?;
+        let (session, _, job_id) = self.task_session(&request.task_id).await?;
         session.kill(&job_id).await.map_err(|err| task_error(&err))
     }
 }
 
-/// A job's result if it finishes within `timeout`, else its current state
-/// (flagged as an error when `running_is_error`).
 /// What a caller of [`result_or_state`] asked for, which decides what
 /// counts as the tool's failure.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -762,6 +761,8 @@ enum Asked {
     Kill,
 }
 
+/// A job's result if it finishes within `timeout`, else its current state
+/// (flagged as an error as `asked` decides).
 async fn result_or_state(
     session: &Session,
     session_id: &str,
