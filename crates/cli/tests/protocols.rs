@@ -51,6 +51,11 @@ fn mcp_server_with_the_official_python_sdk() {
 }
 
 #[test]
+fn mcp_over_streamable_http_with_the_official_python_sdk() {
+    run_python_suite("test_mcp_http.py");
+}
+
+#[test]
 fn json_rpc_server_with_a_plain_python_client() {
     run_python_suite("test_serve.py");
 }

@@ -1,7 +1,9 @@
 //! shellvisor as a Model Context Protocol server.
 //!
 //! [`serve_stdio`] serves one MCP connection on stdin/stdout until the client
-//! closes it, then shuts the runtime down (killing everything it started).
+//! closes it, then shuts the runtime down (killing everything it started);
+//! [`serve_http`] serves MCP over streamable HTTP (bearer token, `Origin`
+//! and `Host` checked) until told to stop.
 //! Tools: `bash`, `job_output`, `job_wait`, `job_kill`, `job_list`,
 //! `write_stdin`, `pty_screen` and `session_close` (see [`tool_definitions`]). Shell sessions
 //! are keyed by the `session_id` argument (default: one per connection),
@@ -34,7 +36,10 @@ pub const BACKGROUND_HINT: &str = "Use job_wait (job_id {job_id}) to wait for it
 pub const QUIET_LOG_DIRECTIVES: &[&str] = &["rmcp=info"];
 
 pub use framing::MAX_REQUEST_BYTES;
+pub use server::HTTP_PATH;
+pub use server::HttpOptions;
 pub use server::McpOptions;
 pub use server::serve;
+pub use server::serve_http;
 pub use server::serve_stdio;
 pub use server::tool_definitions;

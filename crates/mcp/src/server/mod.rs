@@ -1,7 +1,12 @@
 //! The rmcp adapter: the only module that sees MCP's wire types.
 
+mod http;
 mod subscriptions;
 mod tasks;
+
+pub use http::HTTP_PATH;
+pub use http::HttpOptions;
+pub use http::serve_http;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,13 +128,7 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let server = ShellServer {
-        runtime: runtime.clone(),
-        options: Arc::new(options),
-        read_offsets: Arc::default(),
-        job_sessions: Arc::default(),
-        subscriptions: Arc::default(),
-    };
+    let server = ShellServer::new(runtime.clone(), options);
     let (read, write) = framing::bounded(io.0, io.1);
     // The framing enforces the limit (and answers what is over it).
     let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(read, write)
@@ -209,6 +208,16 @@ fn tools() -> Vec<Tool> {
 }
 
 impl ShellServer {
+    fn new(runtime: Runtime, options: McpOptions) -> Self {
+        Self {
+            runtime,
+            options: Arc::new(options),
+            read_offsets: Arc::default(),
+            job_sessions: Arc::default(),
+            subscriptions: Arc::default(),
+        }
+    }
+
     async fn session(&self, id: Option<&str>) -> shellvisor::Result<(Session, String)> {
         let id = id.unwrap_or(&self.options.default_session).to_owned();
         Ok((self.runtime.session(id.as_str()).await?, id))
