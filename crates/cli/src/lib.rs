@@ -158,14 +158,19 @@ fn init_logging() {
     // The bash parser logs the commands it reads at debug level under these
     // targets, and the MCP SDK whole requests and responses: command text
     // and output never go to the log.
+    // The SDK's caps apply only where the filter lets debug through: added
+    // to a quieter filter they would raise the SDK to their level.
+    let verbose = filter
+        .max_level_hint()
+        .is_none_or(|level| level > tracing_subscriber::filter::LevelFilter::INFO);
+    let sdk_caps = shellvisor_mcp::QUIET_LOG_DIRECTIVES
+        .iter()
+        .filter(|_| verbose)
+        .map(|d| (*d).to_owned());
     let quiet = shellvisor::QUIET_LOG_TARGETS
         .iter()
         .map(|target| format!("{target}=off"))
-        .chain(
-            shellvisor_mcp::QUIET_LOG_DIRECTIVES
-                .iter()
-                .map(|d| (*d).to_owned()),
-        );
+        .chain(sdk_caps);
     for directive in quiet {
         if let Ok(directive) = directive.parse() {
             filter = filter.add_directive(directive);

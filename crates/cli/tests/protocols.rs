@@ -45,6 +45,144 @@ fn run_python_suite(script: &str) {
     );
 }
 
+/// The Python package (`crates/python`) from its source, against this
+/// build's binary: the asyncio client, the sync wrapper and the SWE-ReX
+/// runtime.
+#[test]
+fn python_package_client_and_swerex_runtime() {
+    let package = workspace().join("crates/python");
+    let output = Command::new(python())
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .arg(package.join("tests"))
+        .env("SHELLVISOR_BIN", env!("CARGO_BIN_EXE_shellvisor"))
+        .env(
+            "PYTHONPATH",
+            format!(
+                "{}:{}",
+                package.join("python").display(),
+                package.join("tests").display()
+            ),
+        )
+        .env_remove("SHELLVISOR_CONFIG")
+        .current_dir(&package)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "pytest failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The package's benchmark runs and reports both sides (its figures are
+/// printed, not judged: timing belongs to benchmarks).
+#[test]
+fn python_client_against_pexpect_benchmark_runs() {
+    let package = workspace().join("crates/python");
+    let output = Command::new(python())
+        .arg(package.join("benches/bench_pexpect.py"))
+        .args(["--samples", "200", "--json"])
+        .env("SHELLVISOR_BIN", env!("CARGO_BIN_EXE_shellvisor"))
+        .env("PYTHONPATH", package.join("python"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let figures: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    for key in ["client_p50_us", "pexpect_p50_us", "pexpect_default_p50_us"] {
+        assert!(figures[key].as_u64().unwrap() > 0, "{key}: {figures}");
+    }
+}
+
+/// `pip install crates/python` in a fresh virtual environment builds the
+/// wheel with maturin (here with the dev profile, so it reuses this build),
+/// puts the binary in the environment's bin/, and the README's script runs
+/// with nothing but that environment.
+#[test]
+fn the_wheel_installs_in_a_fresh_venv_and_runs_the_readme_script() {
+    let venv = tempfile::tempdir().unwrap();
+    let created = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(venv.path())
+        .status()
+        .unwrap();
+    assert!(created.success());
+    let pip = venv.path().join("bin/pip");
+    let installed = Command::new(&pip)
+        .args(["install", "-q"])
+        .arg(workspace().join("crates/python"))
+        .env("MATURIN_PEP517_ARGS", "--profile dev")
+        .env("CARGO_TARGET_DIR", workspace().join("target"))
+        .output()
+        .unwrap();
+    assert!(
+        installed.status.success(),
+        "pip install failed:\n{}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    assert!(
+        venv.path().join("bin/shellvisor").is_file(),
+        "the wheel did not install the binary"
+    );
+    let script = "import asyncio, shellvisor\n\
+async def main():\n    async with shellvisor.Client() as sv:\n        \
+s = await sv.session(\"demo\"); await s.run(\"cd /tmp && export A=1\")\n        \
+print((await s.run(\"echo $A $PWD\")).output, end=\"\")\nasyncio.run(main())\n";
+    let marker = format!("SHELLVISOR_WHEEL_TEST={}", std::process::id());
+    let ran = Command::new(venv.path().join("bin/python"))
+        .args(["-c", script])
+        .env_remove("SHELLVISOR_BIN")
+        .env("SHELLVISOR_WHEEL_TEST", marker.split('=').nth(1).unwrap())
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&ran.stdout), "1 /tmp\n");
+    assert!(
+        processes_with_env(&marker).is_empty(),
+        "left behind: {:?}",
+        processes_with_env(&marker)
+    );
+}
+
+/// Live processes whose environment holds `needle` (`NAME=value`).
+fn processes_with_env(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .map(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true);
+        if !zombie && environ.split(|b| *b == 0).any(|e| e == needle.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 #[test]
 fn mcp_server_with_the_official_python_sdk() {
     run_python_suite("test_mcp.py");
@@ -53,6 +191,34 @@ fn mcp_server_with_the_official_python_sdk() {
 #[test]
 fn mcp_over_streamable_http_with_the_official_python_sdk() {
     run_python_suite("test_mcp_http.py");
+}
+
+/// The official TypeScript SDK over stdio and streamable HTTP, and the MCP
+/// Inspector CLI (`tests/ts`, installed by `npm ci --prefix tests/ts`).
+#[test]
+fn mcp_server_with_the_typescript_sdk_and_the_inspector() {
+    let folder = workspace().join("tests/ts");
+    assert!(
+        folder
+            .join("node_modules/@modelcontextprotocol/sdk")
+            .is_dir(),
+        "install the TypeScript clients first: npm ci --prefix tests/ts"
+    );
+    let output = Command::new("node")
+        .arg("test_mcp.mjs")
+        .arg(env!("CARGO_BIN_EXE_shellvisor"))
+        .current_dir(&folder)
+        .env_remove("SHELLVISOR_CONFIG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "test_mcp.mjs failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[test]
