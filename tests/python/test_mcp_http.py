@@ -138,11 +138,23 @@ async def main() -> None:
         refusals(url)
         await scenarios_over_http(url)
         await clients_in_parallel_have_their_own_shell(url)
-        # A background server left running, then SIGTERM: nothing outlives it.
+        # A client's own default session ends with its MCP session (DELETE).
         async with await client(url) as http, streamable_http_client(url, http_client=http, max_sse_event_size=MAX_EVENT) as (read, write, *_):
             async with ClientSession(read, write) as session:
                 await session.initialize()
-                await session.call_tool("bash", {"command": "sleep 300 &"})
+                await session.call_tool("bash", {"command": "sleep 301 &"})
+                assert any("sleep 301" in cmd for _, cmd in processes_with_env(f"MCP_SERVER_MARKER={marker}"))
+        deadline = time.monotonic() + 10
+        while any("sleep 301" in cmd for _, cmd in processes_with_env(f"MCP_SERVER_MARKER={marker}")):
+            assert time.monotonic() < deadline, "the closed client's session still runs"
+            time.sleep(0.05)
+        print("ok   a client's default shell session ends with its MCP session", flush=True)
+        # A background server left running in a named session (which
+        # outlives the client), then SIGTERM: nothing outlives the server.
+        async with await client(url) as http, streamable_http_client(url, http_client=http, max_sse_event_size=MAX_EVENT) as (read, write, *_):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                await session.call_tool("bash", {"command": "sleep 300 &", "session_id": "kept"})
         assert len(processes_with_env(f"MCP_SERVER_MARKER={marker}")) > 1
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 143, process.returncode

@@ -47,7 +47,9 @@ pub struct HttpOptions {
     /// `localhost`, `127.0.0.1`, `::1` and the listening address.
     pub allowed_hosts: Vec<String>,
     /// Give every MCP client session its own default shell session
-    /// (`<default_session>-<n>`) instead of sharing `default_session`.
+    /// (`<default_session>-<n>`), closed when the MCP session ends (the
+    /// client's `DELETE` or rmcp's 5-minute keep-alive expiry), instead of
+    /// sharing `default_session`.
     pub session_per_client: bool,
 }
 
@@ -168,11 +170,12 @@ fn mcp_service(
     StreamableHttpService::new(
         move || {
             let mut options = options.clone();
-            if per_client {
-                let n = clients.fetch_add(1, Ordering::Relaxed) + 1;
-                options.default_session = format!("{}-{n}", options.default_session);
+            if !per_client {
+                return Ok(ShellServer::new(runtime.clone(), options));
             }
-            Ok(ShellServer::new(runtime.clone(), options))
+            let n = clients.fetch_add(1, Ordering::Relaxed) + 1;
+            options.default_session = format!("{}-{n}", options.default_session);
+            Ok(ShellServer::owning_its_session(runtime.clone(), options))
         },
         Arc::new(LocalSessionManager::default()),
         config,

@@ -107,6 +107,30 @@ struct ShellServer {
     job_sessions: Arc<DashMap<String, String>>,
     /// Its `job://` subscriptions.
     subscriptions: Arc<subscriptions::Subscriptions>,
+    /// Set for an HTTP client's own default session: closed when the last
+    /// clone of this server (the MCP session) is dropped. Held, never read.
+    _owned_session: Option<Arc<OwnedSession>>,
+}
+
+/// A default shell session that belongs to one MCP client session: it ends
+/// with it (the client's `DELETE`, or rmcp's keep-alive expiry), not at the
+/// idle limit.
+#[derive(Debug)]
+struct OwnedSession {
+    runtime: Runtime,
+    id: String,
+}
+
+impl Drop for OwnedSession {
+    fn drop(&mut self) {
+        let runtime = self.runtime.clone();
+        let id = std::mem::take(&mut self.id);
+        // Dropped on a runtime thread (rmcp's session task); a runtime that is
+        // gone has closed everything already.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move { runtime.close_session(id.as_str()).await });
+        }
+    }
 }
 
 /// Serves MCP on stdin/stdout until the client closes the connection, then
@@ -215,6 +239,19 @@ impl ShellServer {
             read_offsets: Arc::default(),
             job_sessions: Arc::default(),
             subscriptions: Arc::default(),
+            _owned_session: None,
+        }
+    }
+
+    /// A server whose default session is its own: closed when it is dropped.
+    fn owning_its_session(runtime: Runtime, options: McpOptions) -> Self {
+        let owned = OwnedSession {
+            runtime: runtime.clone(),
+            id: options.default_session.clone(),
+        };
+        Self {
+            _owned_session: Some(Arc::new(owned)),
+            ..Self::new(runtime, options)
         }
     }
 
