@@ -119,7 +119,7 @@ fn the_wheel_installs_in_a_fresh_venv_and_runs_the_readme_script() {
     let installed = Command::new(&pip)
         .args(["install", "-q"])
         .arg(workspace().join("crates/python"))
-        .env("MATURIN_PEP517_ARGS", "--profile dev")
+        .env("MATURIN_PEP517_ARGS", "--profile dev --strip")
         .env("CARGO_TARGET_DIR", workspace().join("target"))
         .output()
         .unwrap();
