@@ -116,7 +116,8 @@ function startHttp(marker) {
     const timer = setTimeout(() => reject(new Error(`no address from the HTTP server: ${seen}`)), 20_000);
     server.stderr.on("data", (chunk) => {
       seen += chunk;
-      const found = seen.match(/MCP on (http:\/\/\S+)/);
+      // The whole line: a chunk may end in the middle of the address.
+      const found = seen.match(/MCP on (http:\/\/\S+)\n/);
       if (found) {
         clearTimeout(timer);
         resolve({ server, url: found[1] });
@@ -130,9 +131,10 @@ async function overHttp() {
   const marker = `SHELLVISOR_TS_TEST=${randomUUID()}`;
   const { server, url } = await startHttp(marker);
   try {
-    // Without the token the SDK's connect is refused.
+    // Without the token the SDK's connect is refused, with 401 (not for
+    // want of a server).
     const refused = new Client({ name: "no-token", version: "1.0.0" });
-    await assert.rejects(refused.connect(new StreamableHTTPClientTransport(new URL(url))));
+    await assert.rejects(refused.connect(new StreamableHTTPClientTransport(new URL(url))), /401|nauthorized/);
     console.log("ok   http: refused without the bearer token");
     const client = new Client({ name: "shellvisor-ts-test", version: "1.0.0" });
     await client.connect(new StreamableHTTPClientTransport(new URL(url), {

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::Request;
@@ -30,6 +31,11 @@ use crate::framing::MAX_REQUEST_BYTES;
 
 /// The path MCP is served on.
 pub const HTTP_PATH: &str = "/mcp";
+
+/// How long a client may take to send its request headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection may finish what it writes once the server stops.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// How `serve_http` admits requests.
 #[derive(Clone, Default)]
@@ -98,7 +104,7 @@ pub async fn serve_http(
                 // reason to stop serving: wait a little and go on.
                 Err(err) => {
                     tracing::warn!(%err, "accepting an HTTP connection");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
@@ -114,24 +120,32 @@ pub async fn serve_http(
         let cancel = cancel.clone();
         connections.spawn(async move {
             let io = hyper_util::rt::TokioIo::new(stream);
+            // A client that never finishes its request headers is dropped.
             let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(io, handler)
                 .with_upgrades();
             tokio::pin!(connection);
-            tokio::select! {
-                served = connection.as_mut() => {
-                    if let Err(err) = served {
-                        tracing::debug!(%err, "HTTP connection ended");
-                    }
+            let ended = tokio::select! {
+                served = connection.as_mut() => Some(served),
+                () = cancel.cancelled() => None,
+            };
+            match ended {
+                Some(Ok(())) => {}
+                Some(Err(err)) => tracing::debug!(%err, "HTTP connection ended"),
+                None => {
+                    // Let a response being written finish, briefly.
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(CLOSE_GRACE, connection).await;
                 }
-                () = cancel.cancelled() => connection.as_mut().graceful_shutdown(),
             }
         });
     }
     cancel.cancel();
     connections.close();
     // Open SSE streams end with the cancelled sessions; do not wait forever.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), connections.wait()).await;
+    let _ = tokio::time::timeout(CLOSE_GRACE * 2, connections.wait()).await;
     runtime.shutdown().await;
     Ok(())
 }
