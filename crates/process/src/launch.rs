@@ -270,7 +270,7 @@ fn launch_in_cgroup(
     // SAFETY: in the child (return value 0) only async-signal-safe libc calls
     // run on memory prepared above (C strings and pointer arrays that
     // outlive the call, plain integers): sigprocmask, signal, write, setsid,
-    // dup2, fcntl, ioctl, syscall (close_range), prctl, getppid, chdir,
+    // dup2, fcntl, ioctl, setpriority, syscall (close_range), prctl, getppid, chdir,
     // execve and _exit. Nothing is allocated, no lock is taken, and the child
     // never returns from this block.
     let cloned = unsafe {
@@ -540,10 +540,14 @@ unsafe fn program_child(
                 fail(err_fd);
             }
         }
-        if let ChildSetup::Terminal = setup
-            && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0
-        {
-            fail(err_fd);
+        if let ChildSetup::Terminal { nice } = setup {
+            if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                fail(err_fd);
+            }
+            // A refused level is reported by the parent's own attempt.
+            if nice != 0 {
+                libc::setpriority(libc::PRIO_PROCESS, 0, nice);
+            }
         }
         // Nothing of the runtime's past fd 2 reaches the program.
         let flags = libc::CLOSE_RANGE_CLOEXEC as libc::c_long;

@@ -204,8 +204,13 @@ pub(crate) enum ChildSetup {
         status_fd: i32,
     },
     /// A program on a pseudo-terminal: stdin (fd 0) is the terminal, which
-    /// becomes the new session's controlling terminal.
-    Terminal,
+    /// becomes the new session's controlling terminal. It runs at `nice`
+    /// (`0`: the runtime's level) from before its exec: a program runs at
+    /// once, unlike a shell that waits for its first command.
+    Terminal {
+        /// Its nice level.
+        nice: i32,
+    },
 }
 
 /// The `cgroup.procs` descriptors a child joins (-1: none).
@@ -224,7 +229,7 @@ pub(crate) fn cgroup_fds(containment: Option<&SessionContainment>) -> [i32; 2] {
 pub(crate) fn install_child_setup(command: &mut Command, setup: ChildSetup, cgroup_fds: [i32; 2]) {
     let parent = std::process::id();
     // SAFETY: the closure runs between fork and exec, so it must only make
-    // async-signal-safe calls. It calls write, setsid, ioctl, prctl, getppid,
+    // async-signal-safe calls. It calls write, setsid, ioctl, setpriority, prctl, getppid,
     // syscall (close_range), dup2 and fcntl through libc (all
     // async-signal-safe), allocates nothing (the cgroup descriptors are
     // plain integers opened before the fork and kept open by the caller), and reports failure through
@@ -239,10 +244,14 @@ pub(crate) fn install_child_setup(command: &mut Command, setup: ChildSetup, cgro
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
-            if let ChildSetup::Terminal = setup
-                && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0
-            {
-                return Err(io::Error::last_os_error());
+            if let ChildSetup::Terminal { nice } = setup {
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // A refused level is reported by the parent's own attempt.
+                if nice != 0 {
+                    libc::setpriority(libc::PRIO_PROCESS, 0, nice);
+                }
             }
             // The embedding process may hold descriptors without FD_CLOEXEC
             // (pipes, sockets, files); none of them may leak into children.

@@ -36,8 +36,8 @@ pub struct TerminalSpawnSpec {
     /// Where the session's processes are contained: its cgroup (the
     /// program is created in it) or its namespaces (it is started in them).
     pub containment: Option<SessionContainment>,
-    /// The program's nice level (`0`: the runtime's), set right after it
-    /// starts (what it forks in its first moments keeps the runtime's).
+    /// The program's nice level (`0`: the runtime's), set in the child
+    /// before its exec (and again by the parent, which logs a refusal).
     pub nice: i32,
 }
 
@@ -84,7 +84,7 @@ fn start_on_terminal(
             env: &spec.env,
             cwd: &spec.cwd,
             stdio: [slave_fd, slave_fd, slave_fd],
-            setup: ChildSetup::Terminal,
+            setup: ChildSetup::Terminal { nice: spec.nice },
             place,
         };
         match launch_child(&launch) {
@@ -112,7 +112,7 @@ fn start_on_terminal(
         .stderr(Stdio::from(slave.try_clone()?));
     install_child_setup(
         &mut command,
-        ChildSetup::Terminal,
+        ChildSetup::Terminal { nice: spec.nice },
         cgroup_fds(spec.containment.as_ref()),
     );
     let child = command.spawn()?;
