@@ -608,6 +608,15 @@ async def tasks_with_a_raw_client() -> None:
     print("ok   tasks with a raw client (task, tasks/get to its result, tasks/cancel)", flush=True)
 
 
+async def run_scenarios(session: ClientSession, scenarios, label: str = "") -> None:
+    """Runs each scenario on `session` with its own deadline, printing its time."""
+    for scenario in scenarios:
+        started = time.monotonic()
+        with anyio.fail_after(60):
+            await scenario(session)
+        print(f"ok   {label}{scenario.__name__} ({time.monotonic() - started:.2f} s)", flush=True)
+
+
 async def serve_and_run(server_args: list[str], scenarios) -> None:
     marker = f"SHELLVISOR_MCP_TEST_{uuid.uuid4().hex}"
     params = StdioServerParameters(
@@ -621,11 +630,7 @@ async def serve_and_run(server_args: list[str], scenarios) -> None:
         async with ClientSession(read, write, message_handler=collect_notifications) as session:
             with anyio.fail_after(30):
                 await session.initialize()
-            for scenario in scenarios:
-                started = time.monotonic()
-                with anyio.fail_after(60):
-                    await scenario(session)
-                print(f"ok   {scenario.__name__} ({time.monotonic() - started:.2f} s)", flush=True)
+            await run_scenarios(session, scenarios)
     # Closing stdin shuts the server down with everything it started.
     deadline = time.monotonic() + 10
     while processes_with_env(f"MCP_SERVER_MARKER={marker}"):

@@ -104,11 +104,7 @@ async def scenarios_over_http(url: str) -> None:
         async with ClientSession(read, write, message_handler=test_mcp.collect_notifications) as session:
             with anyio.fail_after(30):
                 await session.initialize()
-            for scenario in SCENARIOS:
-                started = time.monotonic()
-                with anyio.fail_after(60):
-                    await scenario(session)
-                print(f"ok   http {scenario.__name__} ({time.monotonic() - started:.2f} s)", flush=True)
+            await test_mcp.run_scenarios(session, SCENARIOS, "http ")
 
 
 async def clients_in_parallel_have_their_own_shell(url: str) -> None:

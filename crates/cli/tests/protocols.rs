@@ -27,22 +27,29 @@ fn python() -> PathBuf {
     python
 }
 
-fn run_python_suite(script: &str) {
-    let output = Command::new(python())
-        .arg(workspace().join("tests/python").join(script))
-        .arg(env!("CARGO_BIN_EXE_shellvisor"))
-        .current_dir(workspace().join("tests/python"))
-        .env_remove("SHELLVISOR_CONFIG")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+/// Runs a client (its environment cleared of the user's configuration),
+/// prints what it printed, fails with its output unless it succeeded, and
+/// returns its stdout.
+fn run_client(what: &str, mut command: Command) -> String {
+    let output = command.env_remove("SHELLVISOR_CONFIG").output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     println!("{stdout}");
     assert!(
         output.status.success(),
-        "{script} failed ({}):\n{stdout}\n{stderr}",
-        output.status
+        "{what} failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
     );
+    stdout
+}
+
+fn run_python_suite(script: &str) {
+    let mut command = Command::new(python());
+    command
+        .arg(workspace().join("tests/python").join(script))
+        .arg(env!("CARGO_BIN_EXE_shellvisor"))
+        .current_dir(workspace().join("tests/python"));
+    run_client(script, command);
 }
 
 /// The Python package (`crates/python`) from its source, against this
@@ -51,7 +58,8 @@ fn run_python_suite(script: &str) {
 #[test]
 fn python_package_client_and_swerex_runtime() {
     let package = workspace().join("crates/python");
-    let output = Command::new(python())
+    let mut command = Command::new(python());
+    command
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .arg(package.join("tests"))
         .env("SHELLVISOR_BIN", env!("CARGO_BIN_EXE_shellvisor"))
@@ -63,18 +71,8 @@ fn python_package_client_and_swerex_runtime() {
                 package.join("tests").display()
             ),
         )
-        .env_remove("SHELLVISOR_CONFIG")
-        .current_dir(&package)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "pytest failed ({}):\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .current_dir(&package);
+    run_client("pytest", command);
 }
 
 /// The package's benchmark runs and reports both sides (its figures are
@@ -82,20 +80,13 @@ fn python_package_client_and_swerex_runtime() {
 #[test]
 fn python_client_against_pexpect_benchmark_runs() {
     let package = workspace().join("crates/python");
-    let output = Command::new(python())
+    let mut command = Command::new(python());
+    command
         .arg(package.join("benches/bench_pexpect.py"))
         .args(["--samples", "200", "--json"])
         .env("SHELLVISOR_BIN", env!("CARGO_BIN_EXE_shellvisor"))
-        .env("PYTHONPATH", package.join("python"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .env("PYTHONPATH", package.join("python"));
+    let stdout = run_client("bench_pexpect.py", command);
     let figures: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     for key in ["client_p50_us", "pexpect_p50_us", "pexpect_default_p50_us"] {
         assert!(figures[key].as_u64().unwrap() > 0, "{key}: {figures}");
@@ -204,21 +195,12 @@ fn mcp_server_with_the_typescript_sdk_and_the_inspector() {
             .is_dir(),
         "install the TypeScript clients first: npm ci --prefix tests/ts"
     );
-    let output = Command::new("node")
+    let mut command = Command::new("node");
+    command
         .arg("test_mcp.mjs")
         .arg(env!("CARGO_BIN_EXE_shellvisor"))
-        .current_dir(&folder)
-        .env_remove("SHELLVISOR_CONFIG")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "test_mcp.mjs failed ({}):\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .current_dir(&folder);
+    run_client("test_mcp.mjs", command);
 }
 
 #[test]
