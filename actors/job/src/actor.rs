@@ -1,6 +1,5 @@
 //! The Job actor: its arguments, its state and its message dispatch.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -48,7 +47,7 @@ use crate::delivery::Delivery;
 use crate::limits::RunLimitsState;
 use crate::messages::JobMsg;
 use crate::messages::JobNotice;
-use crate::messages::Offer;
+use crate::offer::Offer;
 use crate::ready::Readiness;
 use crate::ready::output_watch;
 use crate::ready::start_readiness;
@@ -163,8 +162,6 @@ pub(crate) struct Answers {
     pub(crate) waiters: Vec<RpcReplyPort<Result<Offer>>>,
     /// Kills waiting for the run to end.
     pub(crate) kill_waiters: Vec<RpcReplyPort<Result<()>>>,
-    /// The lease of each unconfirmed offer.
-    pub(crate) leases: HashMap<u64, Timer<JobMsg>>,
 }
 
 /// A Job's state.
@@ -391,9 +388,8 @@ impl Actor for Job {
             }
             JobMsg::Wait(reply) => state.wait(&myself, reply),
             JobMsg::Claim(reply) => state.claim(&myself, reply),
-            JobMsg::Unclaim(token) => state.withdraw(token),
             JobMsg::Confirm(token) => state.confirm(token),
-            JobMsg::OfferExpired(token) => state.offer_expired(token),
+            JobMsg::GiveBack(token) => state.give_back(token),
             JobMsg::Kill(reply) => {
                 if state.answers.result.is_some() {
                     let _ = reply.send(Ok(()));

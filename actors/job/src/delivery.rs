@@ -1,77 +1,69 @@
-//! Who has had a finished job's result: offers, confirmations, leases.
+//! Who has had a finished job's result: offers and their receipts.
 //!
 //! A background job's result must reach the session's completion stream
 //! exactly once, unless a wait took it first. Sending a result is not the
 //! same as delivering it: the receiver may have left just as it was sent
 //! (a wait whose timeout fired, a consumer that was dropped). So a result
-//! is *offered* under a token, and counts as delivered only when the
-//! receiver *confirms* that token. An offer that is withdrawn (the Session
-//! could not hand it on) or not confirmed within its lease makes the result
-//! undelivered again, and it goes back to the stream.
+//! is *offered* under a token inside an [`Offer`](crate::Offer), and the
+//! offer settles exactly once: taking it confirms the delivery, dropping it
+//! untaken (wherever that happens: in a mailbox, a reply channel nobody
+//! reads, a consumer that vanished) gives it back. No timer decides; a slow
+//! receiver is still a receiver.
+//!
+//! While any offer is unsettled the completion stream gets no new one, so a
+//! wait that took the result is never followed by the stream delivering it
+//! (waits themselves always get the result).
+
+use std::collections::BTreeSet;
 
 /// The delivery state of one job's result.
 #[derive(Debug, Default)]
 pub(crate) struct Delivery {
-    state: State,
+    /// Offers sent and not settled yet.
+    unsettled: BTreeSet<u64>,
+    /// A receiver took the result.
+    delivered: bool,
     /// Tokens issued so far (the next one is `issued + 1`).
     issued: u64,
 }
 
-#[derive(Debug, Default, PartialEq, Eq)]
-enum State {
-    /// Nobody has had it (or the job has not finished).
-    #[default]
-    Undelivered,
-    /// Offered to the completion stream under this token, not confirmed yet.
-    Offered(u64),
-    /// A receiver confirmed it.
-    Delivered,
-}
-
 impl Delivery {
     /// An offer to the completion stream: a token, or `None` if the result
-    /// was delivered already or is on offer to the stream.
+    /// was delivered already or an offer of it is unsettled.
     pub(crate) fn offer_to_stream(&mut self) -> Option<u64> {
-        if self.state != State::Undelivered {
+        if self.delivered || !self.unsettled.is_empty() {
             return None;
         }
-        let token = self.issue();
-        self.state = State::Offered(token);
-        Some(token)
+        Some(self.issue())
     }
 
-    /// An offer to a wait: waits always get the result (a token to confirm
-    /// with); a stream offer in flight stays in flight.
+    /// An offer to a wait: waits always get the result.
     pub(crate) fn offer_to_wait(&mut self) -> u64 {
         self.issue()
     }
 
-    /// A receiver has the result.
+    /// The receiver of offer `token` took the result.
     pub(crate) fn confirm(&mut self, token: u64) {
-        if token >= 1 && token <= self.issued {
-            self.state = State::Delivered;
+        if self.unsettled.remove(&token) {
+            self.delivered = true;
         }
     }
 
-    /// The offer `token` could not be handed on, or its lease ran out:
-    /// returns whether the result is undelivered again (it belongs on the
-    /// completion stream). Only the offer in flight can be withdrawn.
-    pub(crate) fn withdraw(&mut self, token: u64) -> bool {
-        if self.state == State::Offered(token) {
-            self.state = State::Undelivered;
-            true
-        } else {
-            false
-        }
+    /// Offer `token` was dropped untaken: returns whether the result now
+    /// belongs on the completion stream (nobody took it and no other offer
+    /// of it is unsettled). A token settled already changes nothing.
+    pub(crate) fn give_back(&mut self, token: u64) -> bool {
+        self.unsettled.remove(&token) && !self.delivered && self.unsettled.is_empty()
     }
 
-    /// Whether a receiver confirmed the result.
+    /// Whether a receiver took the result.
     pub(crate) fn is_delivered(&self) -> bool {
-        self.state == State::Delivered
+        self.delivered
     }
 
     fn issue(&mut self) -> u64 {
         self.issued += 1;
+        self.unsettled.insert(self.issued);
         self.issued
     }
 }
@@ -82,65 +74,86 @@ mod tests {
 
     use super::*;
 
-    /// A wait arrives while a stream offer is in flight; the Session then
-    /// finds its consumer gone and withdraws. The wait's confirmation must
+    /// A wait took the result but its confirmation is still on its way (a
+    /// loaded machine, seconds late): the stream gets no offer meanwhile,
+    /// nor after.
+    #[test]
+    fn a_wait_in_flight_keeps_the_stream_away_however_slow_it_is() {
+        let mut delivery = Delivery::default();
+        let wait = delivery.offer_to_wait();
+        assert_eq!(delivery.offer_to_stream(), None);
+        delivery.confirm(wait);
+        assert_eq!(delivery.offer_to_stream(), None);
+        assert!(delivery.is_delivered());
+    }
+
+    /// A wait arrives while a stream offer is in flight; the stream's
+    /// consumer is gone and gives it back. The wait's confirmation must
     /// win: the stream may not deliver the result again.
     #[test]
-    fn a_wait_during_a_withdrawn_stream_offer_keeps_the_result_delivered() {
+    fn a_wait_during_a_returned_stream_offer_keeps_the_result_delivered() {
         let mut delivery = Delivery::default();
         let stream = delivery.offer_to_stream().unwrap();
         let wait = delivery.offer_to_wait();
+        assert!(!delivery.give_back(stream), "the wait's offer is open");
         delivery.confirm(wait);
-        assert!(!delivery.withdraw(stream), "nothing to put back");
         assert!(delivery.is_delivered());
         assert_eq!(delivery.offer_to_stream(), None);
     }
 
-    /// The same with the withdrawal first: the stream gets it back, and the
-    /// wait's later confirmation makes it delivered.
-    #[test]
-    fn a_withdrawal_before_the_waits_confirmation_is_overridden_by_it() {
-        let mut delivery = Delivery::default();
-        let stream = delivery.offer_to_stream().unwrap();
-        let wait = delivery.offer_to_wait();
-        assert!(delivery.withdraw(stream));
-        delivery.confirm(wait);
-        assert_eq!(delivery.offer_to_stream(), None);
-    }
-
-    /// A wait whose timeout fires as the result is sent never confirms: the
-    /// result is not lost, it goes to the stream when the lease runs out.
+    /// A wait whose timeout fired as the result was sent gives it back: the
+    /// result is not lost, it belongs on the stream, once.
     #[test]
     fn a_wait_that_timed_out_as_the_result_was_sent_loses_nothing() {
         let mut delivery = Delivery::default();
-        let _unconfirmed = delivery.offer_to_wait();
-        assert!(!delivery.is_delivered());
+        let wait = delivery.offer_to_wait();
+        assert!(delivery.give_back(wait));
+        assert!(!delivery.give_back(wait), "settled once");
         let stream = delivery.offer_to_stream().expect("still undelivered");
         delivery.confirm(stream);
         assert!(delivery.is_delivered());
     }
 
-    /// A stream consumer dropped after the result was sent never confirms:
-    /// the lease puts it back, and the next consumer gets it once.
+    /// Two waits, one gives back and one takes: delivered, and nothing goes
+    /// to the stream whichever settles first.
     #[test]
-    fn an_unconfirmed_stream_offer_expires_back_to_the_stream_once() {
+    fn one_of_two_waits_taking_it_is_enough() {
+        for take_first in [true, false] {
+            let mut delivery = Delivery::default();
+            let kept = delivery.offer_to_wait();
+            let dropped = delivery.offer_to_wait();
+            if take_first {
+                delivery.confirm(kept);
+                assert!(!delivery.give_back(dropped));
+            } else {
+                assert!(!delivery.give_back(dropped));
+                delivery.confirm(kept);
+            }
+            assert_eq!(delivery.offer_to_stream(), None);
+        }
+    }
+
+    /// One stream offer at a time; a given-back one is offered again, once.
+    #[test]
+    fn a_returned_stream_offer_goes_back_to_the_stream_once() {
         let mut delivery = Delivery::default();
         let first = delivery.offer_to_stream().unwrap();
         assert_eq!(delivery.offer_to_stream(), None, "one offer at a time");
-        assert!(delivery.withdraw(first), "the lease ran out");
-        assert!(!delivery.withdraw(first), "a second expiry is stale");
+        assert!(delivery.give_back(first));
         let second = delivery.offer_to_stream().unwrap();
-        delivery.confirm(second);
         delivery.confirm(first);
+        assert!(!delivery.is_delivered(), "a settled token confirms nothing");
+        delivery.confirm(second);
         assert!(delivery.is_delivered());
         assert_eq!(delivery.offer_to_stream(), None);
     }
 
     #[test]
-    fn tokens_never_issued_confirm_nothing() {
+    fn tokens_never_issued_settle_nothing() {
         let mut delivery = Delivery::default();
         delivery.confirm(0);
         delivery.confirm(7);
+        assert!(!delivery.give_back(3));
         assert!(!delivery.is_delivered());
     }
 }

@@ -10,8 +10,9 @@ use shellvisor_protocol::JobId;
 use shellvisor_protocol::JobInfo;
 use shellvisor_protocol::OutputChunk;
 use shellvisor_protocol::Result;
-use shellvisor_protocol::RunResult;
 use shellvisor_run::RunNotice;
+
+use crate::offer::Offer;
 
 /// Messages accepted by [`crate::Job`].
 #[derive(Debug)]
@@ -54,19 +55,16 @@ pub enum JobMsg {
     },
     /// The job's current state.
     GetInfo(RpcReplyPort<Result<JobInfo>>),
-    /// The result once the job finishes (answered at once if it has). The
-    /// waiter confirms the offer ([`JobMsg::Confirm`]); then it counts as
-    /// the result's delivery.
+    /// The result once the job finishes (answered at once if it has), as an
+    /// [`Offer`]: taking it is the result's delivery.
     Wait(RpcReplyPort<Result<Offer>>),
     /// The result for the session's completion stream, if the job has
-    /// finished and nobody has had it (nor has it on offer); to confirm.
+    /// finished, nobody took it and no offer of it is unsettled.
     Claim(RpcReplyPort<Option<Offer>>),
-    /// A claimed offer could not be handed on: the result is undelivered again.
-    Unclaim(u64),
-    /// The receiver of an offer has the result.
+    /// From an [`Offer`]: its receiver took the result.
     Confirm(u64),
-    /// Internal: an offer's lease ran out unconfirmed.
-    OfferExpired(u64),
+    /// From an [`Offer`]: it was dropped untaken.
+    GiveBack(u64),
     /// Kill the job's process tree; answered once it has ended.
     Kill(RpcReplyPort<Result<()>>),
     /// Internal: the run's deadline elapsed.
@@ -111,17 +109,6 @@ impl TryFrom<JobMsg> for RunNotice {
             other => Err(other),
         }
     }
-}
-
-/// A finished job's result, offered under a token that its receiver
-/// confirms with [`JobMsg::Confirm`] (an unconfirmed offer goes back to the
-/// completion stream).
-#[derive(Debug)]
-pub struct Offer {
-    /// The result.
-    pub result: Box<RunResult>,
-    /// What the receiver confirms with.
-    pub token: u64,
 }
 
 /// What a Job tells its Session.

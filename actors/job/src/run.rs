@@ -108,8 +108,8 @@ impl JobState {
         self.slot = None;
         let background = matches!(self.caller, Caller::Backgrounded);
         // A wait that takes the result is its delivery, so the completion
-        // stream gets it only when nobody waits (a waiter that does not
-        // confirm puts it back there when its offer's lease runs out).
+        // stream gets it only when nobody waits (a waiter that drops its
+        // offer untaken gives it back, and then it goes there).
         self.answers.waiters.retain(|waiter| !waiter.is_closed());
         let deliver = background && self.answers.waiters.is_empty();
         // The Session must learn the shell (and the terminal slot) is free

@@ -145,11 +145,6 @@ impl Actor for Session {
             }),
             SessionMsg::JobInfo { job_id, reply } => state.forward(&job_id, reply, JobMsg::GetInfo),
             SessionMsg::Wait { job_id, reply } => state.forward(&job_id, reply, JobMsg::Wait),
-            SessionMsg::Confirm { job_id, token } => {
-                if let Some(job) = state.jobs.get(&job_id) {
-                    let _ = job.cast(JobMsg::Confirm(token));
-                }
-            }
             SessionMsg::Kill { job_id, reply } => state.forward(&job_id, reply, JobMsg::Kill),
             SessionMsg::Pty { job_id, call } => match state.jobs.get(&job_id) {
                 Some(job) => {
@@ -174,7 +169,8 @@ impl Actor for Session {
                 state.shell_refused(&myself, &job_id).await;
             }
             SessionMsg::Job(JobNotice::Undelivered { job_id }) => {
-                state.jobs.queue_completion(job_id);
+                // Given back: it finished before anything queued since.
+                state.jobs.requeue_first(job_id);
                 state.serve_completions().await;
             }
             SessionMsg::Job(JobNotice::Backgrounded { job_id, cwd }) => {

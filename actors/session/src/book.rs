@@ -164,7 +164,7 @@ impl<J: BookJob> JobBook<J> {
         self.waiters.pop_front()
     }
 
-    /// A claimed result could not be handed on: it is next in line again.
+    /// A result was given back undelivered: it is next in line again.
     pub(crate) fn requeue_first(&mut self, id: JobId) {
         self.undelivered.push_front(id);
     }

@@ -311,12 +311,13 @@ impl SessionState {
     }
 
     /// Hands finished background jobs' results to callers waiting for the
-    /// next completion. Each result goes out once: the job offers it under a
-    /// token (a claim) and counts it delivered when the consumer confirms,
-    /// so a wait that took it first wins, and a consumer that vanished
-    /// before confirming does not lose it.
+    /// next completion. Each result goes out once: the job offers it (a
+    /// claim) and counts it delivered when the consumer takes the offer, so
+    /// a wait that took it first wins, and an offer nobody takes (every
+    /// consumer left, or one vanished after it was sent) is given back by
+    /// being dropped and comes back here as undelivered.
     pub(crate) async fn serve_completions(&mut self) {
-        while let Some((job_id, actor)) = self.jobs.next_to_deliver() {
+        while let Some((_job_id, actor)) = self.jobs.next_to_deliver() {
             let Ok(CallResult::Success(Some(mut offer))) =
                 actor.call(JobMsg::Claim, Some(JOB_ANSWER_DEADLINE)).await
             else {
@@ -324,16 +325,14 @@ impl SessionState {
             };
             loop {
                 let Some(waiter) = self.jobs.next_waiter() else {
-                    // Everyone left meanwhile: the result is undelivered again.
-                    let _ = actor.cast(JobMsg::Unclaim(offer.token));
-                    self.jobs.requeue_first(job_id);
+                    // Everyone left meanwhile: dropping the offer gives it back.
                     return;
                 };
                 match waiter.send(offer) {
                     Ok(()) => break,
                     Err(MessagingErr::SendErr(unsent)) => offer = unsent,
-                    // Not a send error: nothing came back to retry with; the
-                    // offer's lease puts the result back on the stream.
+                    // Nothing came back to retry with: the offer was dropped,
+                    // which gave it back.
                     Err(_) => return,
                 }
             }

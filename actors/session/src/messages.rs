@@ -49,21 +49,13 @@ pub enum SessionMsg {
         /// Where the state goes.
         reply: RpcReplyPort<Result<JobInfo>>,
     },
-    /// A job's result once it finishes (the caller bounds the wait), to be
-    /// confirmed with [`SessionMsg::Confirm`].
+    /// A job's result once it finishes (the caller bounds the wait), as an
+    /// offer to take.
     Wait {
         /// The job (of this session only).
         job_id: JobId,
         /// Where the offer goes.
         reply: RpcReplyPort<Result<Offer>>,
-    },
-    /// The receiver of a job's offered result has it (a wait, or the
-    /// completion stream): it counts as delivered.
-    Confirm {
-        /// The job (of this session only).
-        job_id: JobId,
-        /// The offer's token.
-        token: u64,
     },
     /// Kill a job's process tree; answered once it has ended.
     Kill {
@@ -80,8 +72,7 @@ pub enum SessionMsg {
         call: PtyCall,
     },
     /// The next finished background job whose result nobody has taken
-    /// (answered when one finishes), to be confirmed with
-    /// [`SessionMsg::Confirm`].
+    /// (answered when one finishes), as an offer to take.
     NextCompletion(RpcReplyPort<Offer>),
     /// The primary has been held by `job_id` long enough to prepare a
     /// standby shell (sent by the Session's own timer).
@@ -107,7 +98,6 @@ impl SessionMsg {
             | SessionMsg::ListJobs(_)
             | SessionMsg::JobInfo { .. }
             | SessionMsg::Wait { .. }
-            | SessionMsg::Confirm { .. }
             | SessionMsg::Kill { .. }
             | SessionMsg::Pty { .. }
             | SessionMsg::NextCompletion(_) => true,

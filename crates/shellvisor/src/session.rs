@@ -4,12 +4,10 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ractor::ActorRef;
 use ractor::MessagingErr;
 use ractor::RpcReplyPort;
 use ractor::rpc::CallResult;
 use shellvisor_actor_pty::PtyCall;
-use shellvisor_actor_session::Offer;
 use shellvisor_actor_session::SessionMsg;
 use shellvisor_actor_supervisor::SessionEntry;
 use shellvisor_protocol::Error;
@@ -187,14 +185,14 @@ impl Session {
         self.runtime.check_running()?;
         let actor = self.entry()?.actor;
         let job_id = job_id.clone();
-        let asked = job_id.clone();
         match actor
             .call(|reply| SessionMsg::Wait { job_id, reply }, Some(timeout))
             .await
         {
-            Ok(CallResult::Success(offer)) => {
-                offer.map(|offer| Some(self.confirm(&asked, offer, &actor)))
-            }
+            // Taken before the result reaches the caller: a caller that never
+            // gets it (its wait timed out as it was sent, its future was
+            // dropped) drops the offer instead, which gives it back.
+            Ok(CallResult::Success(offer)) => offer.map(|offer| Some(offer.take())),
             Ok(CallResult::Timeout) => Ok(None),
             Ok(CallResult::SenderError) => Err(Error::actor_gone("job")),
             Err(_) => Err(Error::actor_gone("session")),
@@ -270,22 +268,8 @@ impl Session {
     /// # Errors
     /// `shutting_down`, or `actor_gone` if the session stopped.
     pub async fn next_completion(&self) -> Result<RunResult> {
-        let actor = self.entry()?.actor;
         let offer = self.call(SessionMsg::NextCompletion, None).await?;
-        let job_id = offer.result.job_id.clone();
-        Ok(self.confirm(&job_id, offer, &actor))
-    }
-
-    /// Takes an offered result: the job counts it as delivered. Done before
-    /// the result reaches the caller, so a caller that never gets it (its
-    /// wait timed out as it was sent, its future was dropped) leaves it for
-    /// the completion stream.
-    fn confirm(&self, job_id: &JobId, offer: Offer, actor: &ActorRef<SessionMsg>) -> RunResult {
-        let _ = actor.cast(SessionMsg::Confirm {
-            job_id: job_id.clone(),
-            token: offer.token,
-        });
-        *offer.result
+        Ok(offer.take())
     }
 
     /// Starts `request` on a pseudo-terminal as a background job (it needs
