@@ -524,6 +524,53 @@ async def kill_contract(unprivileged: bool) -> None:
     await until(lambda: not processes_with_env(f"SERVE_MARKER={marker}"), "the server left processes")
 
 
+RC = """case $- in *i*) ;; *) return;; esac
+export RC_NAME=snapshot
+greet() { echo "hello from the $RC_NAME"; }
+alias ll='echo listing'
+"""
+
+
+async def snapshot_and_init(unprivileged: bool) -> None:
+    """The user's shell snapshot (`shell.snapshot`), the configured init
+    (`shell.init`) and a session's own (`session.open`'s `init`), with a
+    failing init reported once in the run's notices and in `runtime.info`."""
+    home = tempfile.mkdtemp(prefix="shellvisor-serve-home-")
+    os.chmod(home, 0o755)
+    rc = os.path.join(home, "rc.bash")
+    with open(rc, "w") as f:
+        f.write(RC)
+    os.chmod(rc, 0o644)
+    config = os.path.join(home, "config.toml")
+    with open(config, "w") as f:
+        f.write(f'[shell]\nsnapshot = "{rc}"\ninit = "export FROM_CONFIG=1"\ninit_timeout_ms = 2000\n')
+    os.chmod(config, 0o644)
+    marker = f"INIT_{uuid.uuid4().hex}"
+    client = await start("serve", "--config", config, marker=marker, unprivileged=unprivileged)
+    info = await client.call("runtime.info")
+    assert info["warnings"] == [], info
+    await client.call("session.open", {"session_id": "plain", "subscribe": False})
+    result = await client.call("run", {"session_id": "plain", "request": {"command": "greet; ll; echo $FROM_CONFIG"}})
+    assert result["output"] == "hello from the snapshot\nlisting\n1\n", result
+    await client.call("session.open", {"session_id": "own", "subscribe": False, "init": "export OWN=2"})
+    result = await client.call(
+        "run", {"session_id": "own", "request": {"command": "greet; echo \"${FROM_CONFIG-unset} $OWN\""}}
+    )
+    assert result["output"] == "hello from the snapshot\nunset 2\n", result
+    assert result["notices"] == [], result
+    await client.call("session.open", {"session_id": "bad", "subscribe": False, "init": "exit 4"})
+    result = await client.call("run", {"session_id": "bad", "request": {"command": "echo still works"}})
+    assert result["output"] == "still works\n", result
+    assert any("init was abandoned" in n for n in result["notices"]), result
+    info = await client.call("runtime.info")
+    assert len(info["warnings"]) == 1 and info["warnings"][0].startswith("session bad: "), info
+    client.process.stdin.close()
+    await asyncio.wait_for(client.process.wait(), 20)
+    await until(lambda: not processes_with_env(f"SERVE_MARKER={marker}"), "the server left processes")
+    user = "unprivileged" if unprivileged else "as this user"
+    print(f"ok   snapshot and init through serve {user}", flush=True)
+
+
 async def main() -> None:
     config = os.path.join(tempfile.mkdtemp(prefix="shellvisor-serve-config-"), "config.toml")
     with open(config, "w") as f:
@@ -660,3 +707,5 @@ if __name__ == "__main__":
     asyncio.run(socket_out_of_descriptors())
     asyncio.run(kill_contract(unprivileged=False))
     asyncio.run(kill_contract(unprivileged=True))
+    asyncio.run(snapshot_and_init(unprivileged=False))
+    asyncio.run(snapshot_and_init(unprivileged=True))

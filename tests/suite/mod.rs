@@ -13,6 +13,7 @@ mod policy;
 mod pty;
 mod readiness;
 mod restart;
+mod snapshot;
 mod standby;
 mod timeouts;
 mod validation;

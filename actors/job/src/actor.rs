@@ -39,6 +39,7 @@ use shellvisor_run::RunEnd;
 use shellvisor_run::RunNotice;
 use shellvisor_run::RunReport;
 use shellvisor_run::RuntimeContext;
+use shellvisor_run::SessionInit;
 use shellvisor_run::SlotGuard;
 use shellvisor_run::Timer;
 use tokio::sync::broadcast;
@@ -111,6 +112,8 @@ pub struct JobArgs {
     pub artifacts: ArtifactBudget,
     /// The session's cgroup or namespaces (where a run's limits go).
     pub containment: Option<SessionContainment>,
+    /// The session's init: a failure of it is told in the next result.
+    pub init: Option<Arc<SessionInit>>,
 }
 
 /// The runner a started job drives.
@@ -189,6 +192,8 @@ pub struct JobState {
     pub(crate) readiness: Readiness,
     /// The run's resource limits, if it has any.
     pub(crate) limits: Option<RunLimitsState>,
+    /// The session's init (its failure is told once, in a result).
+    pub(crate) init: Option<Arc<SessionInit>>,
 }
 
 impl Actor for Job {
@@ -301,6 +306,7 @@ impl Actor for Job {
             timers,
             kill_sent: false,
             answers: Answers::default(),
+            init: args.init,
         };
         if let Some(reason) = pty_failure {
             tracing::warn!(job = %state.job_id, %reason, "could not start the program on a terminal");

@@ -89,6 +89,11 @@ impl JobState {
         if let Some((_, notices)) = &limits {
             self.plan.notices.extend(notices.iter().cloned());
         }
+        // The run's shell ran the session's init first: a failure of it (the
+        // session's first) is told here, once.
+        if let Some(notice) = self.init.as_ref().and_then(|init| init.take_notice()) {
+            self.plan.notices.push(notice);
+        }
         tracing::trace!(target: "shellvisor::stage", "job: finished received");
         let (result, release) = build_result(
             &self.job_id,

@@ -13,7 +13,8 @@ use shellvisor_process::contain::Containment;
 use shellvisor_process::pty::PtyBackend;
 use shellvisor_protocol::Config;
 
-/// The parts of a runtime that every actor reads and none changes: the
+/// The parts of a runtime that every actor reads and none changes (but for
+/// the warnings they add to): the
 /// configuration, the spawner thread, the process registry, containment,
 /// and the host's extensions. One per runtime, shared as an `Arc` by the
 /// supervisor, its Sessions, their Shells and Jobs, so no actor keeps a
@@ -43,4 +44,9 @@ pub struct RuntimeContext {
     /// Artifact bytes on disk, all sessions together
     /// (`output.max_artifact_bytes`).
     pub artifacts: ArtifactBudget,
+    /// The user's shell snapshot, sourced by every new shell (`None`: off,
+    /// or it failed).
+    pub snapshot: Option<PathBuf>,
+    /// What went wrong without failing anything (`runtime.info`).
+    pub warnings: crate::Warnings,
 }

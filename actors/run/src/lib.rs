@@ -17,6 +17,7 @@
 
 mod context;
 mod escalation;
+mod init;
 mod report;
 mod slots;
 mod timers;
@@ -24,6 +25,9 @@ mod timers;
 pub use context::RuntimeContext;
 pub use escalation::Escalation;
 pub use escalation::KillTarget;
+pub use init::InitFailure;
+pub use init::SessionInit;
+pub use init::Warnings;
 pub use report::KillReason;
 pub use report::RunEnd;
 pub use report::RunNotice;

@@ -20,6 +20,7 @@ use shellvisor_protocol::SessionId;
 use shellvisor_run::ArtifactBudget;
 use shellvisor_run::JobSlots;
 use shellvisor_run::RuntimeContext;
+use shellvisor_run::SessionInit;
 use shellvisor_run::Timer;
 use tokio::sync::broadcast;
 
@@ -56,6 +57,8 @@ pub struct SessionArgs {
     /// Where the session's shells and terminal programs are contained: a
     /// cgroup or namespaces of its own (killed when the session ends).
     pub containment: Option<SessionContainment>,
+    /// What every new shell runs first, and what became of it.
+    pub init: Option<Arc<SessionInit>>,
 }
 
 /// A Session's state.

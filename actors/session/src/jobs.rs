@@ -207,6 +207,7 @@ impl SessionState {
             artifact_path: self.args.artifacts_dir.join(format!("{job_id}.log")),
             artifacts: self.args.artifacts.clone(),
             containment: self.args.containment.clone(),
+            init: self.args.init.clone(),
         };
         match Actor::spawn_linked(None, Job, args, myself.get_cell()).await {
             Ok((job, _)) => {

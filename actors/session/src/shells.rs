@@ -130,6 +130,7 @@ impl SessionState {
             parent_dir: self.args.dir.clone(),
             notify: Some(myself.get_derived()),
             env: Some(records_tx),
+            init: self.args.init.clone().filter(|init| init.enabled()),
         };
         let (shell, _) = Actor::spawn_linked(None, Shell, args, myself.get_cell())
             .await

@@ -10,6 +10,7 @@ use ractor::DerivedActorRef;
 use shellvisor_process::EnvRecord;
 use shellvisor_process::ShellSpawnSpec;
 use shellvisor_run::RuntimeContext;
+use shellvisor_run::SessionInit;
 use tokio::sync::watch;
 
 use crate::live::LiveShell;
@@ -36,6 +37,9 @@ pub struct ShellArgs {
     /// Session keeps a receiver for its primary shell; `None` for a shell
     /// nobody seeds from).
     pub env: Option<watch::Sender<EnvRecord>>,
+    /// The session's init, run before the first command (`None`: none, or
+    /// the session gave up on it).
+    pub init: Option<Arc<SessionInit>>,
 }
 
 /// A Shell's state. Field order matters: the process group guard is dropped

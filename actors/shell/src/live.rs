@@ -8,6 +8,7 @@ use ractor::ActorRef;
 use ractor::DerivedActorRef;
 use shellvisor_policy::ShellTraits;
 use shellvisor_policy::may_change_environment;
+use shellvisor_process::ChildProcess;
 use shellvisor_process::CommandWriter;
 use shellvisor_process::EnvRecord;
 use shellvisor_process::ExitInfo;
@@ -20,6 +21,7 @@ use shellvisor_process::RunText;
 use shellvisor_process::ShellFiles;
 use shellvisor_process::ShellRecord;
 use shellvisor_process::StatusReader;
+use shellvisor_process::StatusRecord;
 use shellvisor_process::StdinProbe;
 use shellvisor_process::contain::SessionContainment;
 use shellvisor_process::script::Confinement;
@@ -28,10 +30,12 @@ use shellvisor_process::spawn_shell;
 use shellvisor_protocol::random_token;
 use shellvisor_run::AbortOnDrop;
 use shellvisor_run::Escalation;
+use shellvisor_run::InitFailure;
 use shellvisor_run::KillReason;
 use shellvisor_run::RunEnd;
 use shellvisor_run::RunNotice;
 use shellvisor_run::RunReport;
+use shellvisor_run::SessionInit;
 use shellvisor_run::Timer;
 use tokio::sync::mpsc;
 use tokio::sync::oneshot;
@@ -113,68 +117,36 @@ struct RunKill {
 }
 
 impl LiveShell {
-    /// Spawns bash, writes its start-up script and waits until it reports ready.
+    /// Spawns bash, writes its start-up script and waits until it reports
+    /// ready, then runs the session's init. An init that hangs or ends the
+    /// shell is abandoned: the shell is replaced by one without it.
     pub(crate) async fn start(
         myself: &ActorRef<ShellMsg>,
         args: ShellArgs,
     ) -> Result<LiveShell, ActorProcessingErr> {
-        tracing::trace!(target: "shellvisor::stage", "shell: starting");
-        let dir = PrivateDir::create_unique(&args.parent_dir, "sh-")?;
-        let files = ShellFiles::create(dir.path())?;
-        let registry = Arc::clone(&args.ctx.registry);
-        let spec = args.spawn.clone();
-        let spawned = args
-            .ctx
-            .spawner
-            .run(move || spawn_shell(&spec, &registry))
-            .await
-            .ok_or("the runtime is shutting down")??;
-        tracing::trace!(target: "shellvisor::stage", "shell: bash spawned");
-        let group = spawned.group;
-        let mut child = spawned.child;
-        // Without a probe (it cannot inspect the pipe), a shell whose wrapper
-        // stops is found only by the run's deadline.
-        let probe = StdinProbe::new(group.group().as_raw(), &spawned.stdin)
-            .inspect_err(|err| tracing::debug!(%err, "no stdin probe for this shell"))
-            .ok();
-        let mut writer = CommandWriter::new(spawned.stdin)?;
-        let shell_output = ShellOutput::new(spawned.output)?;
-        let mut status = StatusReader::new(spawned.status)?;
-
-        let shell_id = random_token(SHELL_ID_BYTES)?;
-        let nonce = random_token(NONCE_BYTES)?;
-        let init_line = files.write_init(&nonce)?;
-        // A shell that dies at once closes its stdin; the exit below says why.
-        let _ = writer.send(&init_line).await;
-        let ready = tokio::time::timeout(args.ctx.config.shell.startup_timeout(), async {
-        tokio::select! {
-            record = status.next() => match record {
-                Ok(Some(ShellRecord::Status(record))) if record.nonce == nonce => Ok(()),
-                Ok(Some(_)) => Err("the shell reported an unexpected status record".to_owned()),
-                Ok(None) | Err(_) => match child.exited().await {
-                    Ok(exit) => Err(format!("the shell exited during start-up with status {}", exit.shell_status())),
-                    Err(err) => Err(format!("the shell closed its status channel during start-up: {err}")),
-                },
-            },
-            exit = child.exited() => Err(match exit {
-                Ok(exit) => format!("the shell exited during start-up with status {}", exit.shell_status()),
-                Err(err) => format!("could not watch the shell: {err}"),
-            }),
-        }
-    })
-    .await;
-        match ready {
-            Ok(Ok(())) => tracing::trace!(target: "shellvisor::stage", "shell: bash ready"),
-            Ok(Err(reason)) => return Err(reason.into()),
-            Err(_) => {
-                return Err(format!(
-                    "the shell did not become ready within {} ms",
-                    args.ctx.config.shell.startup_timeout().as_millis()
-                )
-                .into());
+        let mut init = args.init.clone().filter(|init| init.enabled());
+        let booted = loop {
+            match boot(&args, init.as_deref()).await? {
+                Boot::Ready(booted) => break booted,
+                Boot::InitAbandoned(reason) => {
+                    if let Some(init) = init.take() {
+                        report_init_failure(&args, &init, &InitFailure::Abandoned { reason });
+                    }
+                }
             }
-        }
-
+        };
+        let Booted {
+            dir,
+            files,
+            group,
+            mut child,
+            probe,
+            writer,
+            shell_output,
+            status,
+            shell_id,
+            env_nonce: nonce,
+        } = *booted;
         let (env_tx, env_rx) = match args.env {
             Some(tx) => {
                 let rx = tx.subscribe();
@@ -227,7 +199,7 @@ impl LiveShell {
             next_fifo: None,
             io,
             env: env_rx,
-            env_pending: Some(nonce.clone()),
+            env_pending: Some(nonce),
             exit: exit_rx,
             reap: Some(reap_tx),
             run: None,
@@ -400,4 +372,156 @@ impl LiveShell {
 /// Tells a Job its run was refused before anything ran.
 pub(crate) fn refuse(reply_to: &DerivedActorRef<RunNotice>, reason: &str) {
     let _ = reply_to.send_message(RunNotice::Finished(Box::new(RunReport::refused(reason))));
+}
+
+/// A shell that reported ready (and ran the session's init, if any).
+struct Booted {
+    dir: PrivateDir,
+    files: ShellFiles,
+    group: GroupGuard,
+    child: ChildProcess,
+    probe: Option<StdinProbe>,
+    writer: CommandWriter,
+    shell_output: ShellOutput,
+    status: StatusReader,
+    shell_id: String,
+    /// The nonce of the last records it wrote (its environment record
+    /// follows).
+    env_nonce: String,
+}
+
+enum Boot {
+    Ready(Box<Booted>),
+    /// The init hung or ended the shell; the shell is gone (its group killed
+    /// as the parts were dropped).
+    InitAbandoned(String),
+}
+
+/// Most bytes of an init's output quoted in its failure notice.
+const INIT_OUTPUT_QUOTED: usize = 2048;
+
+async fn boot(args: &ShellArgs, init: Option<&SessionInit>) -> Result<Boot, ActorProcessingErr> {
+    tracing::trace!(target: "shellvisor::stage", "shell: starting");
+    let dir = PrivateDir::create_unique(&args.parent_dir, "sh-")?;
+    let files = ShellFiles::create(dir.path())?;
+    let registry = Arc::clone(&args.ctx.registry);
+    let spec = args.spawn.clone();
+    let spawned = args
+        .ctx
+        .spawner
+        .run(move || spawn_shell(&spec, &registry))
+        .await
+        .ok_or("the runtime is shutting down")??;
+    tracing::trace!(target: "shellvisor::stage", "shell: bash spawned");
+    let group = spawned.group;
+    let mut child = spawned.child;
+    // Without a probe (it cannot inspect the pipe), a shell whose wrapper
+    // stops is found only by the run's deadline.
+    let probe = StdinProbe::new(group.group().as_raw(), &spawned.stdin)
+        .inspect_err(|err| tracing::debug!(%err, "no stdin probe for this shell"))
+        .ok();
+    let mut writer = CommandWriter::new(spawned.stdin)?;
+    let shell_output = ShellOutput::new(spawned.output)?;
+    let mut status = StatusReader::new(spawned.status)?;
+
+    let shell_id = random_token(SHELL_ID_BYTES)?;
+    let nonce = random_token(NONCE_BYTES)?;
+    let init_line = files.write_init(&nonce, args.ctx.snapshot.as_deref(), init.is_none())?;
+    // A shell that dies at once closes its stdin; the exit below says why.
+    let _ = writer.send(&init_line).await;
+    let startup = args.ctx.config.shell.startup_timeout();
+    match next_record(&mut status, &mut child, &nonce, startup).await {
+        Ok(_) => tracing::trace!(target: "shellvisor::stage", "shell: bash ready"),
+        Err(Waited::Failed(reason)) => return Err(reason.into()),
+        Err(Waited::Deadline) => {
+            return Err(format!(
+                "the shell did not become ready within {} ms",
+                startup.as_millis()
+            )
+            .into());
+        }
+    }
+    let mut env_nonce = nonce;
+    if let Some(init) = init {
+        let nonce = random_token(NONCE_BYTES)?;
+        let line = files.write_session_init(init.text(), &nonce)?;
+        let _ = writer.send(&line).await;
+        match next_record(&mut status, &mut child, &nonce, init.timeout()).await {
+            Ok(record) => {
+                let output = files.take_init_output(INIT_OUTPUT_QUOTED);
+                match record.exit_code {
+                    Some(0) => {}
+                    code => report_init_failure(
+                        args,
+                        init,
+                        &InitFailure::Status {
+                            status: code.unwrap_or(-1),
+                            output,
+                        },
+                    ),
+                }
+            }
+            Err(Waited::Deadline) => {
+                return Ok(Boot::InitAbandoned(format!(
+                    "it did not finish within {} ms",
+                    init.timeout().as_millis()
+                )));
+            }
+            Err(Waited::Failed(reason)) => return Ok(Boot::InitAbandoned(reason)),
+        }
+        env_nonce = nonce;
+    }
+    Ok(Boot::Ready(Box::new(Booted {
+        dir,
+        files,
+        group,
+        child,
+        probe,
+        writer,
+        shell_output,
+        status,
+        shell_id,
+        env_nonce,
+    })))
+}
+
+enum Waited {
+    Deadline,
+    Failed(String),
+}
+
+/// The status record for `nonce`, within `deadline`, unless the shell dies.
+async fn next_record(
+    status: &mut StatusReader,
+    child: &mut ChildProcess,
+    nonce: &str,
+    deadline: Duration,
+) -> Result<StatusRecord, Waited> {
+    let exited = |exit: std::io::Result<ExitInfo>| match exit {
+        Ok(exit) => format!("the shell exited with status {}", exit.shell_status()),
+        Err(err) => format!("could not watch the shell: {err}"),
+    };
+    let wait = async {
+        tokio::select! {
+            record = status.next() => match record {
+                Ok(Some(ShellRecord::Status(record))) if record.nonce == nonce => Ok(record),
+                Ok(Some(_)) => Err("the shell reported an unexpected status record".to_owned()),
+                Ok(None) | Err(_) => Err(exited(child.exited().await)),
+            },
+            exit = child.exited() => Err(exited(exit)),
+        }
+    };
+    match tokio::time::timeout(deadline, wait).await {
+        Ok(result) => result.map_err(Waited::Failed),
+        Err(_) => Err(Waited::Deadline),
+    }
+}
+
+fn report_init_failure(args: &ShellArgs, init: &SessionInit, failure: &InitFailure) {
+    tracing::debug!(session = init.session(), "the session's init failed");
+    if let Some(notice) = init.failed(failure) {
+        args.ctx
+            .warnings
+            .push(format!("session {}: {notice}", init.session()));
+    }
 }

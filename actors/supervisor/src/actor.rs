@@ -15,8 +15,10 @@ use shellvisor_actor_session::SessionArgs;
 use shellvisor_process::PrivateDir;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::SessionId;
+use shellvisor_protocol::SessionOptions;
 use shellvisor_run::JobSlots;
 use shellvisor_run::RuntimeContext;
+use shellvisor_run::SessionInit;
 use tokio::sync::broadcast;
 
 use crate::messages::SessionEntry;
@@ -85,8 +87,8 @@ impl Actor for Supervisor {
         match message {
             #[cfg(feature = "chaos")]
             SupervisorMsg::Panic => panic!("chaos: a panic injected into the root supervisor"),
-            SupervisorMsg::OpenSession { id, reply } => {
-                let _ = reply.send(state.open(&myself, id).await);
+            SupervisorMsg::OpenSession { id, options, reply } => {
+                let _ = reply.send(state.open(&myself, id, options).await);
             }
             SupervisorMsg::CloseSession { id, reply } => {
                 let entry = state.sessions.remove(&id);
@@ -155,6 +157,7 @@ impl SupervisorState {
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
         id: SessionId,
+        options: SessionOptions,
     ) -> shellvisor_protocol::Result<SessionEntry> {
         if self.shutting_down {
             return Err(Error::ShuttingDown);
@@ -205,6 +208,17 @@ impl SupervisorState {
             events: events.clone(),
             slots: slots.clone(),
             containment,
+            init: options
+                .init
+                .or_else(|| ctx.config.shell.init.clone())
+                .filter(|text| !text.trim().is_empty())
+                .map(|text| {
+                    Arc::new(SessionInit::new(
+                        id.to_string(),
+                        text,
+                        ctx.config.shell.init_timeout(),
+                    ))
+                }),
         };
         let (actor, _) = Actor::spawn_linked(None, Session, args, myself.get_cell())
             .await

@@ -6,6 +6,7 @@ use shellvisor_actor_session::SessionMsg;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::SessionEvent;
 use shellvisor_protocol::SessionId;
+use shellvisor_protocol::SessionOptions;
 use shellvisor_run::JobSlots;
 use tokio::sync::broadcast;
 
@@ -16,6 +17,8 @@ pub enum SupervisorMsg {
     OpenSession {
         /// Its id.
         id: SessionId,
+        /// How it is set up if this creates it.
+        options: SessionOptions,
         /// Where its entry goes.
         reply: RpcReplyPort<Result<SessionEntry>>,
     },

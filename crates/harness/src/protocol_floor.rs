@@ -80,7 +80,7 @@ impl ProtocolPipe {
             tokio,
             _dir: dir,
         };
-        let line = pipe.files.write_init("i")?;
+        let line = pipe.files.write_init("i", None, true)?;
         pipe.stdin.write_all(&line)?;
         pipe.wait_status("i")?;
         Ok(pipe)

@@ -43,6 +43,12 @@ pub(crate) struct SessionOpenParams {
     /// `pty.state` and `lagged` notifications on this connection (default true).
     #[serde(default)]
     pub subscribe: Option<bool>,
+    /// Shell text every new shell of the session runs before its first
+    /// command (replacing the configured `shell.init`), when this call
+    /// creates the session; a failure is reported once, in the first
+    /// result's notices and `runtime.info`'s warnings.
+    #[serde(default)]
+    pub init: Option<String>,
 }
 
 /// Params naming a session.
@@ -274,6 +280,9 @@ pub(crate) struct RuntimeInfo {
     /// Whether that directory is memory-backed (tmpfs or ramfs): only when
     /// no temporary directory on a disk was writable, or it was configured so.
     pub artifacts_in_memory: bool,
+    /// What went wrong without failing anything: a shell snapshot that was
+    /// skipped, a session's init that failed.
+    pub warnings: Vec<String>,
 }
 
 /// `output` notification.
@@ -573,7 +582,8 @@ pub(crate) async fn dispatch(
         "session.open" => {
             let p: SessionOpenParams = params(raw)?;
             let subscribe = p.subscribe.unwrap_or(true);
-            let session = conn.session(&p.session_id).await?;
+            let options = shellvisor::SessionOptions { init: p.init };
+            let session = conn.session_with(&p.session_id, options).await?;
             if subscribe {
                 conn.subscribe(&p.session_id, &session);
             }
@@ -821,6 +831,7 @@ pub(crate) fn runtime_info(runtime: &shellvisor::Runtime) -> RuntimeInfo {
         containment: runtime.containment(),
         artifacts_dir: runtime.artifacts_dir().display().to_string(),
         artifacts_in_memory: runtime.artifacts_in_memory(),
+        warnings: runtime.warnings(),
     }
 }
 

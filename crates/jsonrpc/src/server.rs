@@ -84,6 +84,14 @@ impl Connection {
         self.runtime.session(id).await
     }
 
+    pub(crate) async fn session_with(
+        &self,
+        id: &str,
+        options: shellvisor::SessionOptions,
+    ) -> shellvisor::Result<Session> {
+        self.runtime.session_with(id, options).await
+    }
+
     pub(crate) async fn close_session(&self, id: &str) {
         if let Some(task) = self.lock().remove(id) {
             task.abort();

@@ -22,6 +22,8 @@
 //!   (wrapper scripts, nonce-tagged status and environment records, `export -p`
 //!   snapshots); [`StdinProbe`]: whether a shell waits for its next line
 //!   (its wrapper did not finish).
+//! - [`snapshot`]: the user's rc file captured once and replayed in every
+//!   new shell.
 //! - [`tcp_port_listening`]: whether a TCP port listens (a run's readiness).
 //!
 //! Linux only (pidfd needs Linux 5.3).
@@ -45,6 +47,7 @@ mod run_processes;
 pub mod script;
 mod shell_io;
 mod shell_spawn;
+pub mod snapshot;
 mod spawner_thread;
 mod status;
 mod stdin_probe;

@@ -93,16 +93,43 @@ fn push_records(out: &mut Vec<u8>, nonce: &str, env_record: bool) {
 }
 
 /// The script a new shell runs first: it opens `/dev/null` on fd 63 (the
-/// stdin of every command) and reports records for `nonce` (readiness, with
-/// the shell's cwd and environment).
+/// stdin of every command), sources the user's shell `snapshot` if there is
+/// one (quietly: a broken line in it is not a broken shell), and reports
+/// records for `nonce` (readiness, with the shell's cwd, and its environment
+/// when `env_record`: a session init that runs next reports it instead).
 ///
 /// `exec` is called bare: through `builtin`, bash treats the redirection as
 /// belonging to that one command and undoes it. The shell is fresh here, so no
 /// function or alias can shadow `exec` yet.
-pub fn init_script(nonce: &str, wrapper: &Path) -> Vec<u8> {
+pub fn init_script(
+    nonce: &str,
+    wrapper: &Path,
+    snapshot: Option<&Path>,
+    env_record: bool,
+) -> Vec<u8> {
     let mut out = b"exec 63</dev/null\n\\builtin declare -r __shv_w=".to_vec();
     push_quoted(&mut out, wrapper.as_os_str().as_bytes());
-    out.extend_from_slice(b"\n__shv_rc=0\n");
+    out.push(b'\n');
+    if let Some(snapshot) = snapshot {
+        out.extend_from_slice(b"\\builtin . ");
+        push_quoted(&mut out, snapshot.as_os_str().as_bytes());
+        out.extend_from_slice(b" </dev/null >/dev/null 2>&1\n");
+    }
+    out.extend_from_slice(b"__shv_rc=0\n");
+    push_records(&mut out, nonce, env_record);
+    out
+}
+
+/// The script that runs a session's init in the shell itself, before its
+/// first command: the init's text (in the `command` file) sourced with stdin
+/// from `/dev/null` and its output into the `output` file, then the records
+/// for `nonce` (its status, the shell's cwd and environment).
+pub fn session_init_script(nonce: &str, command: &Path, output: &Path) -> Vec<u8> {
+    let mut out = b"__shv_rc=0\n\\builtin . ".to_vec();
+    push_quoted(&mut out, command.as_os_str().as_bytes());
+    out.extend_from_slice(b" </dev/null >");
+    push_quoted(&mut out, output.as_os_str().as_bytes());
+    out.extend_from_slice(b" 2>&1\n__shv_rc=$?\n");
     push_records(&mut out, nonce, true);
     out
 }
@@ -253,7 +280,7 @@ mod tests {
 
     #[test]
     fn init_opens_fd_63_permanently() {
-        let text = String::from_utf8(init_script("n", Path::new("/d/w"))).unwrap();
+        let text = String::from_utf8(init_script("n", Path::new("/d/w"), None, true)).unwrap();
         assert!(
             text.starts_with("exec 63</dev/null\n\\builtin declare -r __shv_w='/d/w'\n"),
             "{text}"

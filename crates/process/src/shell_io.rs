@@ -28,6 +28,7 @@ pub struct ShellFiles {
     command_path: PathBuf,
     wrapper_path: PathBuf,
     fifo_path: PathBuf,
+    init_output_path: PathBuf,
 }
 
 impl ShellFiles {
@@ -52,6 +53,7 @@ impl ShellFiles {
             command_path: dir.join("c"),
             wrapper_path: dir.join("w"),
             fifo_path: dir.join("o"),
+            init_output_path: dir.join("i"),
         })
     }
 
@@ -60,10 +62,46 @@ impl ShellFiles {
     ///
     /// # Errors
     /// When the file cannot be written.
-    pub fn write_init(&self, nonce: &str) -> io::Result<Vec<u8>> {
-        self.wrapper
-            .rewrite(&script::init_script(nonce, &self.wrapper_path))?;
+    pub fn write_init(
+        &self,
+        nonce: &str,
+        snapshot: Option<&Path>,
+        env_record: bool,
+    ) -> io::Result<Vec<u8>> {
+        self.wrapper.rewrite(&script::init_script(
+            nonce,
+            &self.wrapper_path,
+            snapshot,
+            env_record,
+        ))?;
         Ok(script::source_line(&self.wrapper_path))
+    }
+
+    /// Writes a session's init `text` to run in the shell (it reports
+    /// records for `nonce`) and returns the line that runs it.
+    ///
+    /// # Errors
+    /// When a file cannot be written.
+    pub fn write_session_init(&self, text: &str, nonce: &str) -> io::Result<Vec<u8>> {
+        self.command.rewrite(text.as_bytes())?;
+        self.wrapper.rewrite(&script::session_init_script(
+            nonce,
+            &self.command_path,
+            &self.init_output_path,
+        ))?;
+        Ok(script::source_line(&self.wrapper_path))
+    }
+
+    /// The last `max` bytes the session's init printed (lossy UTF-8, the
+    /// command file's path shown as `init`), then the file is removed.
+    pub fn take_init_output(&self, max: usize) -> String {
+        let bytes = std::fs::read(&self.init_output_path).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.init_output_path);
+        let start = bytes.len().saturating_sub(max);
+        let text = String::from_utf8_lossy(&bytes[start..]);
+        text.replace(&*self.command_path.to_string_lossy(), "init")
+            .trim_end()
+            .to_owned()
     }
 
     /// Writes a run: the command text and its wrapper.

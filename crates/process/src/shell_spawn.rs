@@ -211,6 +211,9 @@ pub(crate) enum ChildSetup {
         /// Its nice level.
         nice: i32,
     },
+    /// A short-lived helper (the snapshot's throwaway bash): only the
+    /// common setup.
+    Helper,
 }
 
 /// The `cgroup.procs` descriptors a child joins (-1: none).

@@ -73,7 +73,7 @@ impl TestShell {
             _dir: dir,
             seq: 0,
         };
-        let init_line = shell.files.write_init("init").unwrap();
+        let init_line = shell.files.write_init("init", None, true).unwrap();
         shell.writer.send(&init_line).await.unwrap();
         let ready = timeout(DEADLINE, shell.status.next())
             .await

@@ -71,6 +71,57 @@ pub struct ShellConfig {
     /// finds a ready shell instead of waiting for one to start. Runs that end
     /// earlier never start one. `0` turns standby shells off.
     pub standby_lead_ms: u64,
+    /// The user's shell snapshot: `"off"` (default), `"bashrc"` (`~/.bashrc`)
+    /// or the path of an rc file. Once per runtime a throwaway bash sources
+    /// it (2 s deadline) and its functions, aliases, options, the exported
+    /// variables those functions use and its `PATH` additions are replayed
+    /// in every new shell. A snapshot that fails is skipped with a warning
+    /// in the runtime's warnings, never a failed session.
+    pub snapshot: SnapshotSource,
+    /// Shell text every new shell of every session runs before its first
+    /// command, after the snapshot (`source .venv/bin/activate`, `eval
+    /// "$(direnv export bash)"`); a session opened with its own init runs
+    /// that instead. It is bounded by `init_timeout_ms`; a failure is
+    /// reported once (the first result's notices, the runtime's warnings)
+    /// and never fails the session.
+    pub init: Option<String>,
+    /// How long a shell's init may take, in milliseconds; one that takes
+    /// longer is killed with its shell, and the session's later shells
+    /// start without it.
+    pub init_timeout_ms: u64,
+}
+
+/// Where the shell snapshot comes from (see [`ShellConfig::snapshot`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum SnapshotSource {
+    /// No snapshot.
+    #[default]
+    Off,
+    /// `$HOME/.bashrc`.
+    Bashrc,
+    /// This rc file.
+    File(PathBuf),
+}
+
+impl From<String> for SnapshotSource {
+    fn from(text: String) -> Self {
+        match text.as_str() {
+            "off" | "" => SnapshotSource::Off,
+            "bashrc" => SnapshotSource::Bashrc,
+            _ => SnapshotSource::File(PathBuf::from(text)),
+        }
+    }
+}
+
+impl From<SnapshotSource> for String {
+    fn from(source: SnapshotSource) -> Self {
+        match source {
+            SnapshotSource::Off => "off".to_owned(),
+            SnapshotSource::Bashrc => "bashrc".to_owned(),
+            SnapshotSource::File(path) => path.display().to_string(),
+        }
+    }
 }
 
 impl Default for ShellConfig {
@@ -83,6 +134,9 @@ impl Default for ShellConfig {
             startup_timeout_ms: 10_000,
             standby_lead_ms: 500,
             nice: 0,
+            snapshot: SnapshotSource::Off,
+            init: None,
+            init_timeout_ms: 10_000,
         }
     }
 }
@@ -91,6 +145,11 @@ impl ShellConfig {
     /// [`ShellConfig::startup_timeout_ms`] as a `Duration`.
     pub fn startup_timeout(&self) -> Duration {
         Duration::from_millis(self.startup_timeout_ms)
+    }
+
+    /// [`ShellConfig::init_timeout_ms`] as a `Duration`.
+    pub fn init_timeout(&self) -> Duration {
+        Duration::from_millis(self.init_timeout_ms)
     }
 
     /// [`ShellConfig::standby_lead_ms`] as a `Duration`; `None` when off.

@@ -419,3 +419,28 @@ mod tests {
         assert!(unknown.is_err());
     }
 }
+
+/// How a session is set up when it is created (an already open session is
+/// returned as it is).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionOptions {
+    /// Shell text every new shell of the session runs before its first
+    /// command, after the user's shell snapshot (`source .venv/bin/activate`);
+    /// replaces the configured `shell.init`. Bounded by
+    /// `shell.init_timeout_ms`; a failure is reported once, in the first
+    /// result's notices and the runtime's warnings, and never fails the
+    /// session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init: Option<String>,
+}
+
+impl SessionOptions {
+    /// Options with this init.
+    pub fn init(text: impl Into<String>) -> Self {
+        SessionOptions {
+            init: Some(text.into()),
+        }
+    }
+}

@@ -88,6 +88,21 @@ def test_state_errors_and_codes(marker):
     wait_until_gone(marker)
 
 
+def test_a_session_init_and_the_runtime_warnings(marker):
+    async def scenario():
+        async with shellvisor.Client(env=marker_env(marker)) as sv:
+            s = await sv.session("venv", init="export VIRTUAL=on; activated() { echo yes; }")
+            assert (await s.run("echo $VIRTUAL; activated")).output == "on\nyes\n"
+            bad = await sv.session("bad", init="false")
+            result = await bad.run("echo fine")
+            assert result.output == "fine\n" and any("status 1" in n for n in result.notices), result
+            info = await sv.info()
+            assert len(info.warnings) == 1 and info.warnings[0].startswith("session bad: "), info
+
+    run(scenario())
+    wait_until_gone(marker)
+
+
 def test_a_timeout_kills_the_process_tree(marker):
     async def scenario():
         async with shellvisor.Client(env=marker_env(marker)) as sv:

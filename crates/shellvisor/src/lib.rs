@@ -21,6 +21,7 @@ pub mod chaos;
 pub mod pty;
 mod runtime;
 mod session;
+mod snapshot;
 
 pub use pty::PtyHandle;
 pub use runtime::Runtime;
@@ -68,8 +69,10 @@ pub use shellvisor_protocol::RunResult;
 pub use shellvisor_protocol::Screen;
 pub use shellvisor_protocol::SessionEvent;
 pub use shellvisor_protocol::SessionId;
+pub use shellvisor_protocol::SessionOptions;
 pub use shellvisor_protocol::SessionsConfig;
 pub use shellvisor_protocol::ShellConfig;
+pub use shellvisor_protocol::SnapshotSource;
 pub use shellvisor_protocol::TerminalSize;
 pub use shellvisor_protocol::TimeoutConfig;
 pub use shellvisor_protocol::TimeoutInfo;

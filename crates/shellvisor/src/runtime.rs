@@ -32,8 +32,10 @@ use shellvisor_protocol::ContainmentReport;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::SessionId;
+use shellvisor_protocol::SessionOptions;
 use shellvisor_run::ArtifactBudget;
 use shellvisor_run::RuntimeContext;
+use shellvisor_run::Warnings;
 
 use crate::session::Session;
 
@@ -236,6 +238,16 @@ impl Runtime {
             Interceptor::new(&rules)
         });
         let artifacts = ArtifactBudget::runtime(config.output.max_artifact_bytes);
+        let warnings = Warnings::default();
+        let snapshot = crate::snapshot::take(
+            &config,
+            &base_env,
+            runtime_dir.path(),
+            &initial_cwd,
+            &registry,
+            &warnings,
+        )
+        .await;
         let ctx = Arc::new(RuntimeContext {
             config,
             spawner: Arc::clone(&spawner),
@@ -248,6 +260,8 @@ impl Runtime {
             resolvers,
             pty_backend,
             artifacts,
+            snapshot,
+            warnings,
         });
         let artifacts_path = artifacts_dir.path().to_path_buf();
         let args = SupervisorArgs {
@@ -282,9 +296,40 @@ impl Runtime {
     /// [`Error::ShuttingDown`] after [`Runtime::shutdown`]; I/O errors creating
     /// the session's directories.
     pub async fn session(&self, id: impl Into<SessionId>) -> Result<Session> {
+        self.session_with(id, SessionOptions::default()).await
+    }
+
+    /// Opens the session `id` set up by `options` (its init) if this creates
+    /// it, or returns the one already open as it is.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use shellvisor::{Config, RunRequest, Runtime, SessionOptions};
+    ///
+    /// let runtime = Runtime::start(Config::default()).await?;
+    /// let session = runtime
+    ///     .session_with("venv", SessionOptions::init("export GREETING=hello"))
+    ///     .await?;
+    /// let result = session.run(RunRequest::new("echo $GREETING")).await?.completed();
+    /// assert_eq!(result.map(|r| r.output), Some("hello\n".to_owned()));
+    /// runtime.shutdown().await;
+    /// # Ok::<(), shellvisor::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Runtime::session`], and `invalid_request` for an init with a NUL byte.
+    pub async fn session_with(
+        &self,
+        id: impl Into<SessionId>,
+        options: SessionOptions,
+    ) -> Result<Session> {
+        if let Some(init) = &options.init {
+            shellvisor_policy::validate_command(init)?;
+        }
         let id = id.into();
-        let entry = self.inner.open(&id).await?;
-        Ok(Session::new(id, Arc::clone(&self.inner), entry))
+        let entry = self.inner.open(&id, options.clone()).await?;
+        Ok(Session::new(id, Arc::clone(&self.inner), entry, options))
     }
 
     /// Closes a session: kills its shells and processes, forgets its jobs.
@@ -299,6 +344,13 @@ impl Runtime {
                 Some(SHUTDOWN_TIMEOUT),
             )
             .await;
+    }
+
+    /// What went wrong without failing anything, oldest first: a shell
+    /// snapshot that was skipped, a session's init that failed (the first
+    /// failure of each session).
+    pub fn warnings(&self) -> Vec<String> {
+        self.inner.ctx.warnings.list()
     }
 
     /// The configuration in effect.
@@ -431,13 +483,21 @@ impl RuntimeInner {
         }
     }
 
-    pub(crate) async fn open(&self, id: &SessionId) -> Result<SessionEntry> {
+    pub(crate) async fn open(
+        &self,
+        id: &SessionId,
+        options: SessionOptions,
+    ) -> Result<SessionEntry> {
         for first in [true, false] {
             self.check_running()?;
             let root = self.root();
             let id = id.clone();
+            let options = options.clone();
             match root
-                .call(|reply| SupervisorMsg::OpenSession { id, reply }, None)
+                .call(
+                    |reply| SupervisorMsg::OpenSession { id, options, reply },
+                    None,
+                )
                 .await
             {
                 Ok(CallResult::Success(entry)) => return entry,

@@ -21,6 +21,7 @@ use shellvisor_protocol::RunRequest;
 use shellvisor_protocol::RunResult;
 use shellvisor_protocol::SessionEvent;
 use shellvisor_protocol::SessionId;
+use shellvisor_protocol::SessionOptions;
 use tokio::sync::broadcast;
 
 use crate::pty::PtyHandle;
@@ -33,14 +34,23 @@ pub struct Session {
     id: SessionId,
     runtime: Arc<RuntimeInner>,
     entry: Arc<Mutex<SessionEntry>>,
+    /// How the session was set up: a session reopened after its actor
+    /// stopped is set up the same way.
+    options: Arc<SessionOptions>,
 }
 
 impl Session {
-    pub(crate) fn new(id: SessionId, runtime: Arc<RuntimeInner>, entry: SessionEntry) -> Self {
+    pub(crate) fn new(
+        id: SessionId,
+        runtime: Arc<RuntimeInner>,
+        entry: SessionEntry,
+        options: SessionOptions,
+    ) -> Self {
         Self {
             id,
             runtime,
             entry: Arc::new(Mutex::new(entry)),
+            options: Arc::new(options),
         }
     }
 
@@ -356,7 +366,10 @@ impl Session {
     }
 
     async fn reopen(&self) -> Result<()> {
-        let entry = self.runtime.open(&self.id).await?;
+        let entry = self
+            .runtime
+            .open(&self.id, SessionOptions::clone(&self.options))
+            .await?;
         if let Ok(mut current) = self.entry.lock() {
             *current = entry;
         }

@@ -142,14 +142,21 @@ class Client:
         finally:
             self._pending.pop(ident, None)
 
-    async def session(self, session_id: str, *, subscribe: bool = False) -> "Session":
+    async def session(
+        self, session_id: str, *, subscribe: bool = False, init: str | None = None
+    ) -> "Session":
         """Opens (or joins) a session; with `subscribe`, `Session.events()`
-        yields its notifications (output, job started/finished/ready, ...)."""
+        yields its notifications (output, job started/finished/ready, ...).
+        `init` is shell text every new shell of a session this creates runs
+        before its first command (`source .venv/bin/activate`)."""
         session = Session(self, session_id)
         if subscribe:
             session._events = asyncio.Queue()
             self._subscribers.setdefault(session_id, []).append(session._events)
-        await self.request("session.open", {"session_id": session_id, "subscribe": subscribe})
+        params: dict[str, Any] = {"session_id": session_id, "subscribe": subscribe}
+        if init is not None:
+            params["init"] = init
+        await self.request("session.open", params)
         return session
 
     async def info(self) -> RuntimeInfo:

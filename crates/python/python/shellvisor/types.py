@@ -136,6 +136,7 @@ class RuntimeInfo:
     containment: dict[str, Any]
     artifacts_dir: str
     artifacts_in_memory: bool
+    warnings: list[str]
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RuntimeInfo":
