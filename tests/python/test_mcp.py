@@ -515,7 +515,22 @@ AUTO_BACKGROUND_SCENARIOS = [
     scenario_backgrounded_call_keeps_its_directory,
     scenario_background_answers_count_their_output,
 ]
+async def scenario_the_minimizer_is_on(session: ClientSession) -> None:
+    """`shellvisor mcp` minimizes by default: a run of identical lines is
+    shown once, the raw bytes stay in the artifact; a pipe is never touched."""
+    result = await session.call_tool("bash", {"command": "printf 'same\\n%.0s' $(seq 1 12)"})
+    shown = text(result)
+    assert shown.startswith("same\n[the line above repeated 11 more times]\n"), shown
+    artifact = f"artifact://{result.structured_content['job_id']}"
+    assert shown.rstrip().endswith(f"[raw output: {artifact}]"), (shown, artifact)
+    with open(result.structured_content["artifact_path"]) as raw:
+        assert raw.read() == "same\n" * 12
+    piped = await session.call_tool("bash", {"command": "printf 'same\\n%.0s' $(seq 1 12) | cat"})
+    assert text(piped).startswith("same\n" * 12), text(piped)
+
+
 FOREGROUND_SCENARIOS = [
+    scenario_the_minimizer_is_on,
     scenario_progress,
     scenario_per_call_auto_background,
     scenario_ready_and_idle,

@@ -1,4 +1,5 @@
 mod chaos;
+mod client_terminal;
 mod containment;
 mod faults;
 mod framing;
@@ -6,6 +7,7 @@ mod hygiene;
 mod jobs;
 mod kill_contract;
 mod limits;
+mod minimizer;
 mod output;
 mod overlap;
 mod persistence;

@@ -116,6 +116,17 @@ pub struct JobArgs {
     pub init: Option<Arc<SessionInit>>,
 }
 
+/// The minimizer's filter for a run: with the minimizer on, a pipe-mode run
+/// of one simple command (its program's filter, or the generic rules).
+fn minimizer_filter(args: &JobArgs) -> Option<Arc<shellvisor_minimizer::Filter>> {
+    let filters = args.ctx.minimizer.as_ref()?;
+    if matches!(args.runner, Runner::Pty(_)) {
+        return None;
+    }
+    let words = shellvisor_policy::simple_command_words(&args.plan.command)?;
+    filters.select(&words)
+}
+
 /// The runner a started job drives.
 #[derive(Debug)]
 pub(crate) enum RunnerRef {
@@ -213,6 +224,7 @@ impl Actor for Job {
         if let Runner::Pty(_) = &args.runner {
             output.stream_throttle_ms = config.pty.stream_throttle_ms;
         }
+        let minimize = minimizer_filter(&args);
         let (sink, _) = Actor::spawn_linked(
             None,
             Sink,
@@ -224,6 +236,7 @@ impl Actor for Job {
                 keep_artifact: config.artifacts_dir.is_some(),
                 events: args.events.clone(),
                 watch: output_watch(&args.plan, &myself),
+                minimize,
             },
             myself.get_cell(),
         )

@@ -118,6 +118,21 @@ pub(crate) fn build_result(
             inline_cap,
         )
         .filter(|_| !full_screen);
+    // Minimized text ends by saying what was left out and where the raw
+    // bytes are (the minimizer applies only when they were saved).
+    let truncation_notice = match (&summary.minimized, &summary.truncation.artifact) {
+        (Some(note), Some(artifact)) => {
+            let minimized = format!(
+                "[minimized by the {} filter: {} of {} lines left out]\n[raw output: artifact://{}]",
+                note.filter, note.removed_lines, note.input_lines, artifact.id
+            );
+            Some(match truncation_notice {
+                Some(cut) => format!("{cut}\n{minimized}"),
+                None => minimized,
+            })
+        }
+        _ => truncation_notice,
+    };
     let raw = summary.truncation.artifact.as_ref().map_or_else(
         || "the raw output is readable by offset".to_owned(),
         |artifact| format!("the raw output is in artifact://{}", artifact.id),

@@ -49,4 +49,9 @@ pub struct RuntimeContext {
     pub snapshot: Option<PathBuf>,
     /// What went wrong without failing anything (`runtime.info`).
     pub warnings: crate::Warnings,
+    /// Where pipe-mode runs go instead of the session's shell, when the
+    /// embedder installed a client-terminal backend.
+    pub client_terminals: Option<Arc<dyn crate::ClientTerminals>>,
+    /// The output minimizer's filters, when `output.minimizer.enabled`.
+    pub minimizer: Option<Arc<shellvisor_minimizer::FilterSet>>,
 }

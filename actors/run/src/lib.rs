@@ -15,6 +15,7 @@
 //! - [`RuntimeContext`]: what every actor of one runtime shares.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+mod client_terminal;
 mod context;
 mod escalation;
 mod init;
@@ -22,6 +23,11 @@ mod report;
 mod slots;
 mod timers;
 
+pub use client_terminal::ClientCommand;
+pub use client_terminal::ClientExit;
+pub use client_terminal::ClientOutput;
+pub use client_terminal::ClientTerminals;
+pub use client_terminal::TerminalFuture;
 pub use context::RuntimeContext;
 pub use escalation::Escalation;
 pub use escalation::KillTarget;

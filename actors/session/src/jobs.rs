@@ -87,6 +87,26 @@ impl SessionState {
                 }
             }
         }
+        if !request.pty
+            && !request.run_async
+            && let Some(terminals) = self.args.ctx.client_terminals.clone()
+        {
+            if plan.ready.is_some() || plan.idle_timeout.is_some() || plan.limits.is_some() {
+                plan.notices.push(
+                    "wait_for, idle_timeout and limits do not apply in a client terminal."
+                        .to_owned(),
+                );
+            }
+            if let Some(started) = started {
+                let _ = started.send(job_id.clone());
+            }
+            let ctx = Arc::clone(&self.args.ctx);
+            tokio::spawn(async move {
+                let outcome = crate::client_terminal::run(ctx, terminals, job_id, plan).await;
+                let _ = reply.send(outcome);
+            });
+            return;
+        }
         if request.run_async {
             let outcome = self.start_async(myself, job_id, plan, started).await;
             let _ = reply.send(outcome.map(RunOutcome::Backgrounded));

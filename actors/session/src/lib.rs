@@ -14,6 +14,7 @@
 mod actor;
 mod book;
 mod budget;
+mod client_terminal;
 mod idle;
 mod jobs;
 mod messages;

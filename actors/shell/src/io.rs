@@ -508,6 +508,7 @@ mod tests {
                 keep_artifact: false,
                 events: broadcast::channel(8).0,
                 watch: shellvisor_actor_sink::OutputWatch::default(),
+                minimize: None,
             },
         )
         .await

@@ -1,6 +1,7 @@
 //! The Sink actor.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,8 +10,10 @@ use ractor::Actor;
 use ractor::ActorProcessingErr;
 use ractor::ActorRef;
 use ractor::concurrency::JoinHandle;
+use shellvisor_minimizer::Filter;
 use shellvisor_output::HeadTail;
 use shellvisor_output::render_output;
+use shellvisor_output::sanitize;
 use shellvisor_protocol::ArtifactRef;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::JobId;
@@ -22,6 +25,7 @@ use tokio::sync::broadcast;
 use crate::artifact::Artifact;
 use crate::budget::ArtifactBudget;
 use crate::flood::FloodGuard;
+use crate::messages::MinimizedNote;
 use crate::messages::OutputSummary;
 use crate::messages::SinkMsg;
 use crate::watch::OutputWatch;
@@ -30,6 +34,8 @@ use shellvisor_protocol::OutputChunk;
 
 /// Largest single read by offset.
 const MAX_READ_BYTES: usize = 1024 * 1024;
+/// The column cap of the text a filter reads (the rendering caps it after).
+const SANITIZE_COLUMNS: usize = 1 << 20;
 
 /// The Sink actor (see the crate documentation).
 #[derive(Debug)]
@@ -53,6 +59,9 @@ pub struct SinkArgs {
     pub events: broadcast::Sender<SessionEvent>,
     /// What to watch the output for on the Job's behalf (silence, a pattern).
     pub watch: OutputWatch,
+    /// The minimizer's filter for this run's text (a single simple command
+    /// with the minimizer on), applied when the run completes.
+    pub minimize: Option<Arc<Filter>>,
 }
 
 /// A Sink's state.
@@ -74,6 +83,10 @@ pub struct SinkState {
     watching: Watching,
     flood: FloodGuard,
     idle_timer: Option<JoinHandle<Result<(), ractor::MessagingErr<SinkMsg>>>>,
+    /// The filter to apply at completion (taken then).
+    minimize: Option<Arc<Filter>>,
+    /// The minimized text and what it left out, once applied.
+    minimized: Option<(String, MinimizedNote)>,
 }
 
 impl Actor for Sink {
@@ -106,6 +119,8 @@ impl Actor for Sink {
             closed: false,
             line_bytes: 0,
             config: args.config,
+            minimize: args.minimize,
+            minimized: None,
         })
     }
 
@@ -134,6 +149,7 @@ impl Actor for Sink {
                 state.stop_watching();
                 state.flush();
                 state.announce_gap();
+                state.minimize();
                 let _ = reply.send(state.summary());
             }
             SinkMsg::Snapshot(reply) => {
@@ -262,16 +278,71 @@ impl SinkState {
         }
     }
 
+    /// Applies the minimizer's filter to the whole output, when it is at
+    /// most the capture cap and the filter changes something. The raw bytes
+    /// must be saved for the model to read: the artifact is written now if
+    /// it was not (a run whose output fits in memory), and when it cannot
+    /// be, the raw text is shown instead.
+    fn minimize(&mut self) {
+        let Some(filter) = self.minimize.take() else {
+            return;
+        };
+        let total = self.buffer.total_bytes();
+        let cap = self.config.minimizer.max_capture_bytes as u64;
+        if total == 0 || total > cap {
+            return;
+        }
+        let len = total as usize;
+        let Some(raw) = self
+            .buffer
+            .read(0, len)
+            .filter(|held| held.len() == len)
+            .or_else(|| self.artifact.read(0, len))
+        else {
+            return;
+        };
+        let text = sanitize(&raw, SANITIZE_COLUMNS);
+        let shown = filter.apply(&text);
+        if !shown.changed {
+            return;
+        }
+        if let Artifact::NotOpened(path) = &self.artifact {
+            let path = path.clone();
+            self.artifact = Artifact::open(path, &[&raw], &self.budget, self.keep_artifact);
+        }
+        if !matches!(self.artifact, Artifact::Open(_)) {
+            return;
+        }
+        self.minimized = Some((
+            shown.text,
+            MinimizedNote {
+                filter: filter.name().to_owned(),
+                input_lines: shown.input_lines,
+                removed_lines: shown.removed_lines,
+            },
+        ));
+    }
+
     fn summary(&self) -> OutputSummary {
         let tail = self.buffer.tail_vec();
-        let rendered = render_output(
-            self.buffer.head(),
-            &tail,
-            self.buffer.tail_offset(),
-            self.buffer.newlines(),
-            self.config.max_columns,
-            self.config.inline_bytes,
-        );
+        let rendered = match &self.minimized {
+            Some((text, _)) => render_output(
+                text.as_bytes(),
+                &[],
+                text.len() as u64,
+                memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64,
+                self.config.max_columns,
+                self.config.inline_bytes,
+            ),
+            None => render_output(
+                self.buffer.head(),
+                &tail,
+                self.buffer.tail_offset(),
+                self.buffer.newlines(),
+                self.config.max_columns,
+                self.config.inline_bytes,
+            ),
+        };
         let (artifact, spill_error) = match &self.artifact {
             Artifact::NotOpened(_) => (None, None),
             Artifact::Open(open) => (
@@ -283,19 +354,25 @@ impl SinkState {
             ),
             Artifact::Failed(reason) => (None, Some(reason.clone())),
         };
+        let minimized = self.minimized.as_ref().map(|(_, note)| note.clone());
         let truncation = Truncation {
-            truncated: rendered.truncated(),
+            truncated: rendered.truncated() || minimized.is_some(),
             total_bytes: self.buffer.total_bytes(),
             total_lines: self.buffer.total_lines(),
             shown_bytes: rendered.shown_bytes,
             shown_lines: rendered.shown_lines,
-            tail_offset: rendered.tail_offset,
+            tail_offset: match &minimized {
+                Some(_) => self.buffer.total_bytes(),
+                None => rendered.tail_offset,
+            },
             artifact,
             spill_error,
+            minimizer: minimized.as_ref().map(|note| note.filter.clone()),
         };
         OutputSummary {
             rendered,
             truncation,
+            minimized,
         }
     }
 

@@ -49,6 +49,20 @@ pub struct OutputSummary {
     pub rendered: RenderedOutput,
     /// Sizes, artifact and spill error, for the result.
     pub truncation: Truncation,
+    /// The minimizer's part, when `rendered` shows its text (the raw bytes
+    /// are in the artifact).
+    pub minimized: Option<MinimizedNote>,
+}
+
+/// What the minimizer left out of a run's text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MinimizedNote {
+    /// The filter's name.
+    pub filter: String,
+    /// Lines of the output before filtering.
+    pub input_lines: usize,
+    /// Lines left out.
+    pub removed_lines: usize,
 }
 
 impl OutputSummary {
@@ -66,6 +80,7 @@ impl OutputSummary {
         Self {
             rendered,
             truncation,
+            minimized: None,
         }
     }
 }

@@ -47,6 +47,7 @@ async fn spills_byte_exact_and_serves_any_range() {
             keep_artifact: false,
             events,
             watch: OutputWatch::default(),
+            minimize: None,
         },
     )
     .await
@@ -122,6 +123,7 @@ async fn small_output_stays_in_memory_and_a_failed_spill_keeps_the_tail() {
             keep_artifact: false,
             events,
             watch: OutputWatch::default(),
+            minimize: None,
         },
     )
     .await
@@ -173,6 +175,7 @@ async fn an_empty_output_is_summarized_without_the_sink_exactly_as_the_sink_woul
                 keep_artifact: false,
                 events,
                 watch: OutputWatch::default(),
+                minimize: None,
             },
         )
         .await
@@ -210,6 +213,7 @@ async fn a_line_cut_at_the_column_cap_is_truncated_and_saved_whole() {
             keep_artifact: false,
             events,
             watch: OutputWatch::default(),
+            minimize: None,
         },
     )
     .await
@@ -250,6 +254,7 @@ async fn a_line_cut_at_the_column_cap_is_truncated_and_saved_whole() {
             keep_artifact: false,
             events,
             watch: OutputWatch::default(),
+            minimize: None,
         },
     )
     .await

@@ -81,7 +81,8 @@ where
 {
     let cli = Cli::parse_from(args);
     init_logging();
-    let config = config::load(cli.config.as_deref())?;
+    let minimizer_on = matches!(cli.command, Command::Mcp(_));
+    let config = config::load(cli.config.as_deref(), minimizer_on)?;
     if let Command::Schema = cli.command {
         let mut schema = serde_json::to_string_pretty(&shellvisor_jsonrpc::schema())
             .context("printing the schema")?;

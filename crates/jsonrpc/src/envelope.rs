@@ -55,61 +55,61 @@ pub(crate) struct Request {
 
 /// Checks one message against JSON-RPC 2.0. On failure, the error and the id
 /// to answer with (`null` when the id itself is unusable).
-pub(crate) fn parse_request(message: Value) -> Result<Request, (Value, RpcError)> {
+pub(crate) fn parse_request(message: Value) -> Result<Request, Box<(Value, RpcError)>> {
     let Value::Object(mut object) = message else {
-        return Err((
+        return Err(Box::new((
             Value::Null,
             RpcError::new(INVALID_REQUEST, "a request must be a JSON object"),
-        ));
+        )));
     };
     let id = match object.remove("id") {
         None => None,
         Some(id @ (Value::String(_) | Value::Null)) => Some(id),
         Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
         Some(_) => {
-            return Err((
+            return Err(Box::new((
                 Value::Null,
                 RpcError::new(INVALID_REQUEST, "id must be a string, an integer or null"),
-            ));
+            )));
         }
     };
     let answer_id = id.clone().unwrap_or(Value::Null);
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err((
+        return Err(Box::new((
             answer_id,
             RpcError::new(INVALID_REQUEST, "jsonrpc must be \"2.0\""),
-        ));
+        )));
     }
     let method = match object.remove("method") {
         Some(Value::String(method)) => method,
         _ => {
-            return Err((
+            return Err(Box::new((
                 answer_id,
                 RpcError::new(INVALID_REQUEST, "method must be a string"),
-            ));
+            )));
         }
     };
     let params = match object.remove("params") {
         None | Some(Value::Null) => Value::Object(serde_json::Map::new()),
         Some(params @ Value::Object(_)) => params,
         Some(Value::Array(_)) => {
-            return Err((
+            return Err(Box::new((
                 answer_id,
                 RpcError::new(INVALID_PARAMS, "params must be an object (by name)"),
-            ));
+            )));
         }
         Some(_) => {
-            return Err((
+            return Err(Box::new((
                 answer_id,
                 RpcError::new(INVALID_REQUEST, "params must be an object"),
-            ));
+            )));
         }
     };
     if let Some(extra) = object.keys().find(|k| *k != "jsonrpc") {
-        return Err((
+        return Err(Box::new((
             answer_id,
             RpcError::new(INVALID_REQUEST, format!("unknown member: {extra}")),
-        ));
+        )));
     }
     Ok(Request { id, method, params })
 }
@@ -138,7 +138,7 @@ mod tests {
     use super::*;
 
     fn code(message: Value) -> (Value, i64) {
-        let (id, err) = parse_request(message).unwrap_err();
+        let (id, err) = *parse_request(message).unwrap_err();
         (id, err.code)
     }
 

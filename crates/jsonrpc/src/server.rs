@@ -316,7 +316,10 @@ async fn answer(conn: Arc<Connection>, message: Value) -> Option<Value> {
 async fn handle(conn: &Connection, message: Value) -> Option<Value> {
     let request = match parse_request(message) {
         Ok(request) => request,
-        Err((id, error)) => return Some(error_response(id, error)),
+        Err(refused) => {
+            let (id, error) = *refused;
+            return Some(error_response(id, error));
+        }
     };
     let outcome = methods::dispatch(conn, &request.method, request.params).await;
     let id = request.id?;

@@ -60,6 +60,7 @@ pub use ready::MAX_READY_PATTERN_CHARS;
 pub use ready::Ready;
 pub use ready::ReadyCheck;
 pub use ready::ready_check;
+pub use shell_text::simple_command_words;
 pub use timeout::TimeoutDecision;
 pub use timeout::resolve_timeout;
 pub use urls::INTERNAL_SCHEMES;

@@ -112,11 +112,96 @@ fn unescape(escape: &str) -> Option<&str> {
     Some(if rest == "\n" { "" } else { rest })
 }
 
+/// Words that make a command compound (or more than one simple command).
+const COMPOUND_WORDS: &[&str] = &[
+    "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
+    "select", "function", "{", "}", "!", "[[", "]]", "time", "coproc",
+];
+
+/// The words of `command` when it is one simple command, as bash reads it:
+/// no pipe, list, redirection, subshell, compound or here-document, its
+/// program a literal word. Variable assignments before the program are left
+/// out; a word with an expansion reads as an empty string (it matches no
+/// literal). `None` for anything else.
+///
+/// ```
+/// use shellvisor_policy::simple_command_words;
+///
+/// assert_eq!(
+///     simple_command_words("RUST_LOG=1 cargo build --release\n"),
+///     Some(vec!["cargo".to_owned(), "build".to_owned(), "--release".to_owned()])
+/// );
+/// assert_eq!(simple_command_words("git status | cat"), None);
+/// assert_eq!(simple_command_words("make && make install"), None);
+/// assert_eq!(simple_command_words("$TOOL run"), None);
+/// ```
+pub fn simple_command_words(command: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    for token in tokens(command)? {
+        match token {
+            Tok::Operator { text, .. } if text == "\n" => {}
+            Tok::Operator { .. } | Tok::Heredoc => return None,
+            Tok::Word { range, pieces } => {
+                let raw = command.get(range)?;
+                if words.is_empty() && is_assignment(raw) {
+                    continue;
+                }
+                if words.is_empty() && COMPOUND_WORDS.contains(&raw) {
+                    return None;
+                }
+                match literal(&pieces) {
+                    Some(value) => words.push(value),
+                    None if words.is_empty() => return None,
+                    None => words.push(String::new()),
+                }
+            }
+        }
+    }
+    // `((` and `(` arrive as operators; anything else is a command.
+    (!words.is_empty()).then_some(words)
+}
+
+fn is_assignment(word: &str) -> bool {
+    let Some((name, _)) = word.split_once('=') else {
+        return false;
+    };
+    let name = name.strip_suffix('+').unwrap_or(name);
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+
+    #[test]
+    fn only_one_simple_command_has_words() {
+        let words = |text: &str| simple_command_words(text);
+        let owned = |list: &[&str]| Some(list.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>());
+        assert_eq!(words("FOO=1 BAR+=x make -j4"), owned(&["make", "-j4"]));
+        assert_eq!(words("echo 'a|b' \"c;d\""), owned(&["echo", "a|b", "c;d"]));
+        assert_eq!(words("cargo build $FLAGS"), owned(&["cargo", "build", ""]));
+        for text in [
+            "cd x && cargo build",
+            "cargo build 2>&1",
+            "cargo build > log",
+            "(cargo build)",
+            "{ make; }",
+            "if true; then make; fi",
+            "time make",
+            "make &",
+            "cat <<EOF\nx\nEOF",
+            "git status | cat",
+            "",
+            "FOO=1",
+            "'unterminated",
+        ] {
+            assert_eq!(words(text), None, "{text:?}");
+        }
+    }
 
     fn words(text: &str) -> Vec<&str> {
         tokens(text)

@@ -220,6 +220,11 @@ pub struct OutputConfig {
     pub max_artifact_bytes_per_session: u64,
     /// Artifact bytes all sessions together may hold on disk.
     pub max_artifact_bytes: u64,
+    /// The output minimizer: what a model is shown of a program's output
+    /// (progress and noise out, errors and summaries kept; the raw output
+    /// stays byte-exact in the artifact). Off by default in the library,
+    /// on in `shellvisor mcp`.
+    pub minimizer: MinimizerConfig,
 }
 
 /// The reference tool's follow-up line for a background job.
@@ -237,8 +242,58 @@ impl Default for OutputConfig {
             inline_bytes: 50 * 1024,
             max_artifact_bytes_per_session: 1024 * 1024 * 1024,
             max_artifact_bytes: 4 * 1024 * 1024 * 1024,
+            minimizer: MinimizerConfig::default(),
         }
     }
+}
+
+/// The output minimizer (see [`OutputConfig::minimizer`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MinimizerConfig {
+    /// Minimize the output of single simple commands (never of pipes or
+    /// compound commands): the program's filter, if it has one, and the
+    /// generic rules (progress bars, repeated lines) for every program.
+    pub enabled: bool,
+    /// Only these programs are minimized (empty: all).
+    pub only: Vec<String>,
+    /// These programs never are.
+    pub except: Vec<String>,
+    /// Output above this many bytes passes through raw.
+    pub max_capture_bytes: usize,
+    /// More filters, tried before the built-in ones (the first whose
+    /// command matches applies).
+    pub filters: Vec<FilterSpec>,
+}
+
+impl Default for MinimizerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            only: Vec::new(),
+            except: Vec::new(),
+            max_capture_bytes: 4 * 1024 * 1024,
+            filters: Vec::new(),
+        }
+    }
+}
+
+/// One program's output filter: data, not code.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FilterSpec {
+    /// Its name (shown in the result's note).
+    pub name: String,
+    /// The command prefixes it applies to, as words (`"cargo build"`,
+    /// `"python -m pytest"`): a command matches when its words, after
+    /// variable assignments and with the program's directory left off,
+    /// start with one of them.
+    pub commands: Vec<String>,
+    /// Regular expressions: lines matching one are left out.
+    pub drop: Vec<String>,
+    /// Regular expressions: lines matching one are kept even when a `drop`
+    /// pattern matches them.
+    pub keep: Vec<String>,
 }
 
 /// Request policy.

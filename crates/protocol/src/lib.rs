@@ -25,9 +25,11 @@ mod terminal;
 
 pub use config::Config;
 pub use config::ContainmentConfig;
+pub use config::FilterSpec;
 pub use config::InterceptRule;
 pub use config::InterceptorConfig;
 pub use config::JobsConfig;
+pub use config::MinimizerConfig;
 pub use config::OutputConfig;
 pub use config::PolicyConfig;
 pub use config::PtyConfig;

@@ -248,6 +248,11 @@ pub struct Truncation {
     pub artifact: Option<ArtifactRef>,
     /// Why writing the artifact failed, if it did; head and tail are still exact.
     pub spill_error: Option<String>,
+    /// The output minimizer's filter, when `output` is its text of the raw
+    /// output (which is then in the artifact, byte-exact); the shown sizes
+    /// are the minimized text's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimizer: Option<String>,
 }
 
 /// A file holding a run's complete raw output, byte-exact.

@@ -16,6 +16,8 @@
 //! with its group by [`Runtime::shutdown`] or when the last handle is dropped.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+#[cfg(feature = "acp")]
+pub mod acp;
 #[cfg(feature = "chaos")]
 pub mod chaos;
 pub mod pty;
@@ -82,6 +84,11 @@ pub use shellvisor_protocol::WaitFor;
 pub use shellvisor_protocol::auto_background_from_secs;
 pub use shellvisor_protocol::deadline_after;
 pub use shellvisor_protocol::idle_timeout_from_secs;
+pub use shellvisor_run::ClientCommand;
+pub use shellvisor_run::ClientExit;
+pub use shellvisor_run::ClientOutput;
+pub use shellvisor_run::ClientTerminals;
+pub use shellvisor_run::TerminalFuture;
 
 /// The repository README's examples, compiled and run as doc tests.
 #[doc = include_str!("../../../README.md")]

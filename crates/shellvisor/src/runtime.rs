@@ -15,6 +15,7 @@ use shellvisor_actor_supervisor::SessionEntry;
 use shellvisor_actor_supervisor::Supervisor;
 use shellvisor_actor_supervisor::SupervisorArgs;
 use shellvisor_actor_supervisor::SupervisorMsg;
+use shellvisor_minimizer::FilterSet;
 use shellvisor_policy::Interceptor;
 use shellvisor_policy::UrlResolver;
 use shellvisor_policy::base_env;
@@ -34,6 +35,7 @@ use shellvisor_protocol::Result;
 use shellvisor_protocol::SessionId;
 use shellvisor_protocol::SessionOptions;
 use shellvisor_run::ArtifactBudget;
+use shellvisor_run::ClientTerminals;
 use shellvisor_run::RuntimeContext;
 use shellvisor_run::Warnings;
 
@@ -73,6 +75,7 @@ pub struct RuntimeBuilder {
     config: Config,
     resolvers: Vec<Arc<dyn UrlResolver>>,
     pty_backend: Arc<dyn PtyBackend>,
+    client_terminals: Option<Arc<dyn ClientTerminals>>,
 }
 
 /// Name prefix of a runtime's private directory (scripts, FIFOs, sessions).
@@ -100,12 +103,34 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Runs every foreground pipe-mode command (`pty` false, not async) in
+    /// a terminal `backend` owns instead of a session shell: for example the
+    /// editor's terminal through ACP ([`crate::acp`], feature `acp`). Such a
+    /// run is `bash -c <command>` in the session's directory (the request's
+    /// `cwd`, else the session's first one), with the non-interactive
+    /// variables, `shell.env` and the call's `env`; it keeps no shell state
+    /// (`cd`, variables) and has no artifact, readiness, idle timeout or
+    /// limits. A timeout kills the command before its output is read, a
+    /// signal exit reads 137, and the terminal is always released.
+    /// Terminal and async runs still use the session's own processes.
+    #[must_use]
+    pub fn client_terminals(mut self, backend: impl ClientTerminals + 'static) -> Self {
+        self.client_terminals = Some(Arc::new(backend));
+        self
+    }
+
     /// Starts the runtime (see [`Runtime::start`]).
     ///
     /// # Errors
     /// See [`Runtime::start`].
     pub async fn start(self) -> Result<Runtime> {
-        Runtime::start_with(self.config, self.resolvers, self.pty_backend).await
+        Runtime::start_with(
+            self.config,
+            self.resolvers,
+            self.pty_backend,
+            self.client_terminals,
+        )
+        .await
     }
 }
 
@@ -127,6 +152,7 @@ impl Runtime {
             config,
             resolvers: Vec::new(),
             pty_backend: Arc::new(PortablePty),
+            client_terminals: None,
         }
     }
 
@@ -134,6 +160,7 @@ impl Runtime {
         mut config: Config,
         resolvers: Vec<Arc<dyn UrlResolver>>,
         pty_backend: Arc<dyn PtyBackend>,
+        client_terminals: Option<Arc<dyn ClientTerminals>>,
     ) -> Result<Runtime> {
         if !(0..=19).contains(&config.shell.nice) {
             return Err(Error::InvalidRequest {
@@ -238,6 +265,14 @@ impl Runtime {
             Interceptor::new(&rules)
         });
         let artifacts = ArtifactBudget::runtime(config.output.max_artifact_bytes);
+        let minimizer = match config.output.minimizer.enabled {
+            true => Some(Arc::new(FilterSet::new(&config.output.minimizer).map_err(
+                |err| Error::InvalidRequest {
+                    message: format!("output.minimizer: {err}"),
+                },
+            )?)),
+            false => None,
+        };
         let warnings = Warnings::default();
         let snapshot = crate::snapshot::take(
             &config,
@@ -262,6 +297,8 @@ impl Runtime {
             artifacts,
             snapshot,
             warnings,
+            minimizer,
+            client_terminals,
         });
         let artifacts_path = artifacts_dir.path().to_path_buf();
         let args = SupervisorArgs {
