@@ -8,7 +8,7 @@
 //! SIGKILLed at the deadline and, whatever happened, once the capture is over
 //! (an rc that starts an agent or a daemon leaves nothing behind). It then
 //! dumps its functions, exported variables, options, aliases and `PATH`;
-//! [`compose`] turns the dump into the snapshot file that shells source.
+//! `compose` turns the dump into the snapshot file that shells source.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;

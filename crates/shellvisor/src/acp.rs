@@ -1,7 +1,7 @@
 //! The Agent Client Protocol's client terminals (feature `acp`): an agent
 //! built on shellvisor runs its commands in the editor's terminal.
 //!
-//! [`AcpTerminals`] implements [`ClientTerminals`](crate::ClientTerminals)
+//! [`AcpTerminals`] implements [`ClientTerminals`]
 //! with ACP v1's client-side `terminal/create`, `terminal/output`,
 //! `terminal/wait_for_exit`, `terminal/kill` and `terminal/release`, sent on
 //! the agent's connection to its client (`agent_client_protocol`, pinned to

@@ -105,7 +105,7 @@ impl RuntimeBuilder {
 
     /// Runs every foreground pipe-mode command (`pty` false, not async) in
     /// a terminal `backend` owns instead of a session shell: for example the
-    /// editor's terminal through ACP ([`crate::acp`], feature `acp`). Such a
+    /// editor's terminal through ACP (`shellvisor::acp`, feature `acp`). Such a
     /// run is `bash -c <command>` in the session's directory (the request's
     /// `cwd`, else the session's first one), with the non-interactive
     /// variables, `shell.env` and the call's `env`; it keeps no shell state
