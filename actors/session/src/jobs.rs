@@ -291,15 +291,25 @@ impl SessionState {
     }
 
     /// Answers with every retained job's state, oldest first, without
-    /// holding the session up while the jobs answer.
+    /// holding the session up while the jobs answer. Every job is asked at
+    /// once and answers in parallel, so the list costs about one job's
+    /// answer, not their sum; a job that does not answer within the deadline
+    /// (or has stopped) is left out.
     pub(crate) fn list_jobs(&self, reply: RpcReplyPort<Vec<JobInfo>>) {
         let actors = self.jobs.in_start_order();
+        let asked: Vec<_> = actors
+            .iter()
+            .filter_map(|actor| {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                actor.cast(JobMsg::GetInfo(RpcReplyPort::from(tx))).ok()?;
+                Some(rx)
+            })
+            .collect();
         tokio::spawn(async move {
-            let mut infos = Vec::with_capacity(actors.len());
-            for actor in actors {
-                if let Ok(CallResult::Success(Ok(info))) =
-                    actor.call(JobMsg::GetInfo, Some(JOB_ANSWER_DEADLINE)).await
-                {
+            let deadline = tokio::time::Instant::now() + JOB_ANSWER_DEADLINE;
+            let mut infos = Vec::with_capacity(asked.len());
+            for answer in asked {
+                if let Ok(Ok(Ok(info))) = tokio::time::timeout_at(deadline, answer).await {
                     infos.push(info);
                 }
             }
