@@ -11,6 +11,7 @@
 //! `clientCapabilities.terminal`.
 
 use agent_client_protocol::Client;
+use agent_client_protocol::JsonRpcRequest;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::CreateTerminalRequest;
 use agent_client_protocol::v1::schema::EnvVariable;
@@ -45,6 +46,17 @@ impl AcpTerminals {
     }
 }
 
+impl AcpTerminals {
+    /// Sends `request` to the client and waits for its answer.
+    async fn ask<R: JsonRpcRequest>(&self, request: R) -> Result<R::Response, String> {
+        self.connection
+            .send_request(request)
+            .block_task()
+            .await
+            .map_err(|err| err.to_string())
+    }
+}
+
 fn exit_of(status: TerminalExitStatus) -> ClientExit {
     ClientExit {
         exit_code: status.exit_code,
@@ -65,12 +77,7 @@ impl ClientTerminals for AcpTerminals {
                 .env(env)
                 .cwd(command.cwd)
                 .output_byte_limit(command.output_byte_limit);
-            let created = self
-                .connection
-                .send_request(request)
-                .block_task()
-                .await
-                .map_err(|err| err.to_string())?;
+            let created = self.ask(request).await?;
             Ok(created.terminal_id.to_string())
         })
     }
@@ -78,12 +85,7 @@ impl ClientTerminals for AcpTerminals {
     fn output<'a>(&'a self, terminal: &'a str) -> TerminalFuture<'a, ClientOutput> {
         Box::pin(async move {
             let request = TerminalOutputRequest::new(self.session.clone(), terminal.to_owned());
-            let output = self
-                .connection
-                .send_request(request)
-                .block_task()
-                .await
-                .map_err(|err| err.to_string())?;
+            let output = self.ask(request).await?;
             Ok(ClientOutput {
                 output: output.output,
                 truncated: output.truncated,
@@ -96,12 +98,7 @@ impl ClientTerminals for AcpTerminals {
         Box::pin(async move {
             let request =
                 WaitForTerminalExitRequest::new(self.session.clone(), terminal.to_owned());
-            let exit = self
-                .connection
-                .send_request(request)
-                .block_task()
-                .await
-                .map_err(|err| err.to_string())?;
+            let exit = self.ask(request).await?;
             Ok(exit_of(exit.exit_status))
         })
     }
@@ -109,24 +106,14 @@ impl ClientTerminals for AcpTerminals {
     fn kill<'a>(&'a self, terminal: &'a str) -> TerminalFuture<'a, ()> {
         Box::pin(async move {
             let request = KillTerminalRequest::new(self.session.clone(), terminal.to_owned());
-            self.connection
-                .send_request(request)
-                .block_task()
-                .await
-                .map(|_| ())
-                .map_err(|err| err.to_string())
+            self.ask(request).await.map(|_| ())
         })
     }
 
     fn release<'a>(&'a self, terminal: &'a str) -> TerminalFuture<'a, ()> {
         Box::pin(async move {
             let request = ReleaseTerminalRequest::new(self.session.clone(), terminal.to_owned());
-            self.connection
-                .send_request(request)
-                .block_task()
-                .await
-                .map(|_| ())
-                .map_err(|err| err.to_string())
+            self.ask(request).await.map(|_| ())
         })
     }
 }
