@@ -382,13 +382,19 @@ impl ShellServer {
             let outcome = session.run(request).await?;
             return Ok(self.answer(&session, &session_id, &outcome, as_task).await);
         }
-        let mut events = session.subscribe();
+        let progress_token = context.meta.get_progress_token();
+        // Only a call that asked for progress listens to the session's events.
+        let mut events = progress_token.as_ref().map(|_| session.subscribe());
         let run = session.start_run(request).await?;
         let job_id = run.job_id().clone();
         let mut outcome = std::pin::pin!(run.outcome());
-        let progress_token = context.meta.get_progress_token();
-        let mut ticker = tokio::time::interval(PROGRESS_INTERVAL);
-        ticker.tick().await;
+        // The first report is due one interval in. (An `interval`'s first tick
+        // is immediate but goes through the timer wheel: awaiting it cost every
+        // call about a millisecond.)
+        let mut ticker = tokio::time::interval_at(
+            tokio::time::Instant::now() + PROGRESS_INTERVAL,
+            PROGRESS_INTERVAL,
+        );
         let mut tail: Vec<u8> = Vec::new();
         let mut total: u64 = 0;
         let mut reported: u64 = 0;
@@ -403,8 +409,10 @@ impl ShellServer {
                     session.kill(&job_id).await?;
                     return Err(shellvisor::Error::InvalidRequest { message: "cancelled".to_owned() });
                 }
-                event = events.recv(), if progress_token.is_some() => {
+                event = next_event(events.as_mut()), if events.is_some() => {
                     match event {
+                        // The session's event stream ended: stop listening.
+                        None => events = None,
                         Some(SessionEvent::Output { job_id: id, offset, data }) if id == job_id => {
                             total = offset + data.len() as u64;
                             tail.extend_from_slice(&data);
@@ -931,5 +939,13 @@ impl From<&str> for McpOptions {
         Self {
             default_session: default_session.to_owned(),
         }
+    }
+}
+
+/// The next event of `events`; never ready when there is none to listen to.
+async fn next_event(events: Option<&mut shellvisor::Subscription>) -> Option<SessionEvent> {
+    match events {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
     }
 }
