@@ -33,6 +33,8 @@ pub(crate) async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if let Some(commands) = args.commands {
         options.commands = commands;
     }
+    // The interface figures start this very binary as `serve` and `mcp`.
+    options.interfaces = Some(std::env::current_exe().context("finding this binary")?);
     let report =
         shellvisor_harness::run(&options, |stage| eprintln!("shellvisor bench: {stage} ..."))
             .await

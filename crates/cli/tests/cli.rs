@@ -220,3 +220,40 @@ fn serve_socket_replaces_a_stale_socket_and_refuses_a_live_one() {
     second.kill().unwrap();
     second.wait().unwrap();
 }
+
+/// `shellvisor bench` measures the interfaces through this very binary: each
+/// against its own floor, with the first page of a long job list.
+#[test]
+fn bench_measures_each_interface_against_its_floor() {
+    let output = shellvisor()
+        .args(["bench", "--quick", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let figures = report["figures"].as_array().unwrap();
+    let value = |name: &str| {
+        let figure = figures
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no figure {name:?} in {figures:?}"));
+        figure["value"].as_f64().unwrap()
+    };
+    for (interface, floor, list) in [
+        ("JSON-RPC stdio", "runtime.info", "job.list"),
+        ("MCP stdio", "ping", "job_list"),
+    ] {
+        let floor = value(&format!("{interface}: `{floor}` p50 (the transport floor)"));
+        let run = value(&format!("{interface}: `true` p50"));
+        assert!(floor > 0.0 && run > floor, "{interface}: floor {floor}, true {run}");
+        assert!(value(&format!("{interface}: `true` p99")) >= run);
+        let listed = value(&format!(
+            "{interface}: `{list}` of 200 retained jobs p50 (first page)"
+        ));
+        assert!(listed > 0.0, "{interface}: {listed}");
+    }
+}

@@ -1,5 +1,6 @@
 //! The measurements of `shellvisor bench`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -17,6 +18,7 @@ use crate::baseline::raw_pipe_read;
 use crate::baseline::spawn_per_command;
 use crate::cpu::CpuTimes;
 use crate::cpu::cpu_times;
+use crate::interfaces::InterfaceRun;
 use crate::protocol_floor::ProtocolPipe;
 use crate::report::Report;
 use crate::report::figure;
@@ -39,6 +41,11 @@ pub struct BenchOptions {
     pub stream_bytes: u64,
     /// Timeout rounds.
     pub timeouts: usize,
+    /// The `shellvisor` binary, started as `serve` and `mcp` for the
+    /// interface figures (none: they are left out).
+    pub interfaces: Option<PathBuf>,
+    /// Finished jobs retained in the session whose job list is timed.
+    pub retained_jobs: usize,
 }
 
 impl Default for BenchOptions {
@@ -50,6 +57,8 @@ impl Default for BenchOptions {
             commands: 10,
             stream_bytes: 200_000_000,
             timeouts: 5,
+            interfaces: None,
+            retained_jobs: 1000,
         }
     }
 }
@@ -64,6 +73,8 @@ impl BenchOptions {
             commands: 5,
             stream_bytes: 20_000_000,
             timeouts: 2,
+            interfaces: None,
+            retained_jobs: 200,
         }
     }
 }
@@ -193,7 +204,7 @@ fn cpu_split(
         &format!("{label}, CPU per command: runtime process"),
         runtime,
         Some(("bare pipes: driver", per_command(bare.own))),
-        None,
+        Some(("at most 25 µs".to_owned(), runtime <= 25.0)),
     ));
     if shells > 0.0 {
         let bare_rate = total / bare_wall.as_secs_f64();
@@ -255,6 +266,7 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
     progress("warm round trips");
     let runtime = Runtime::start(Config::default()).await.map_err(err)?;
     let session = runtime.session("warm").await.map_err(err)?;
+    let mut library_true_p50 = Duration::ZERO;
     for command in ["true", "echo hi"] {
         let mut pipe = BarePipe::start()?;
         let mut floor = ProtocolPipe::start()?;
@@ -275,6 +287,16 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
             Some(("bare pipe p50", us(bare.p50()))),
             None,
         ));
+        if command == "true" {
+            library_true_p50 = lib.p50();
+            let ratio = lib.p50().as_secs_f64() / protocol.p50().as_secs_f64();
+            report.add(time(
+                "warm `true` round trip p50, against the protocol alone",
+                us(lib.p50()),
+                Some(("shell protocol alone p50", us(protocol.p50()))),
+                Some(("p50 <= 1.3x protocol alone".to_owned(), ratio <= 1.3)),
+            ));
+        }
         let ratio = lib.p50().as_secs_f64() / bare.p50().as_secs_f64();
         report.add(time(
             &format!("warm `{command}` round trip p50"),
@@ -306,6 +328,26 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
         )),
         None,
     ));
+
+    // The interfaces, from outside, against their own floors.
+    if let Some(exe) = options.interfaces.clone() {
+        progress("interfaces (JSON-RPC and MCP over stdio)");
+        let run = InterfaceRun {
+            exe,
+            round_trips: options.round_trips,
+            retained_jobs: options.retained_jobs,
+            library_p50: library_true_p50,
+        };
+        let measured = tokio::task::spawn_blocking(move || {
+            let mut part = Report::default();
+            crate::interfaces::json_rpc(&mut part, &run)?;
+            crate::interfaces::mcp(&mut part, &run)?;
+            Ok::<Report, std::io::Error>(part)
+        })
+        .await
+        .map_err(err)??;
+        report.figures.extend(measured.figures);
+    }
 
     // Output throughput into the Sink and artifact.
     progress("output throughput");
@@ -491,6 +533,17 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
             }),
         ));
         if target.is_none() {
+            let protocol_rate = total / protocol_wall.as_secs_f64();
+            report.add(rate(
+                &format!("{sessions} sessions x {commands} commands, throughput against the protocol alone"),
+                lib_rate,
+                "cmd/s",
+                Some(("shell protocol alone", protocol_rate)),
+                Some((
+                    "at least 0.8x protocol alone".to_owned(),
+                    lib_rate >= protocol_rate * 0.8,
+                )),
+            ));
             cpu_split(
                 &mut report,
                 sessions,

@@ -10,6 +10,8 @@
 mod baseline;
 mod bench;
 mod cpu;
+mod interfaces;
+mod line_client;
 mod protocol_floor;
 mod report;
 mod samples;

@@ -14,6 +14,9 @@ async fn a_tiny_run_reports_every_figure() {
         commands: 2,
         stream_bytes: 1_000_000,
         timeouts: 1,
+        // The interfaces are measured through the binary (the CLI's tests).
+        interfaces: None,
+        retained_jobs: 10,
     };
     let stages = std::sync::Mutex::new(Vec::new());
     let report = shellvisor_harness::run(&options, |stage| {
@@ -26,6 +29,8 @@ async fn a_tiny_run_reports_every_figure() {
         "session start, first command answered (p50)",
         "warm `true` round trip p50",
         "warm `true` round trip p99",
+        "warm `true` round trip p50, against the protocol alone",
+        "5 sessions x 2 commands, throughput against the protocol alone",
         "1 MB stream into Sink + artifact",
         "timeout: reply after the deadline (worst)",
         "20 sessions x 20 commands, wall",
