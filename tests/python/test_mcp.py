@@ -123,8 +123,17 @@ async def scenario_auto_background(session: ClientSession) -> None:
         f"Use job_wait (job_id {job_id}) to wait for it, job_output to read its output so far, "
         "job_kill to stop it; prefer to continue with another task in the meanwhile if it's not blocking."
     ), text(result)
+    await session.call_tool("bash", {"command": "true"})
     listed = await session.call_tool("job_list", {})
     assert any(job["job_id"] == job_id for job in listed.structured_content["jobs"])
+    everything = listed.structured_content["jobs"]
+    assert listed.structured_content["retained"] == len(everything), listed.structured_content
+    first = await session.call_tool("job_list", {"limit": 1})
+    cursor = first.structured_content["next_cursor"]
+    assert f"call job_list with cursor={cursor} for the rest" in text(first), text(first)
+    rest = await session.call_tool("job_list", {"cursor": cursor})
+    paged = first.structured_content["jobs"] + rest.structured_content["jobs"]
+    assert [j["job_id"] for j in paged] == [j["job_id"] for j in everything], rest.structured_content
     waited = await session.call_tool("job_wait", {"job_id": job_id, "timeout": 20})
     assert waited.structured_content["status"] == "completed", waited.structured_content
     assert waited.structured_content["exit_code"] == 0

@@ -148,6 +148,12 @@ async def scenario_background(client: Client) -> None:
     assert none == {"result": None}, none
     jobs = await client.call("job.list", {"session_id": "main"})
     assert any(job["job_id"] == started["job_id"] for job in jobs["jobs"]), jobs
+    assert "next_cursor" not in jobs and jobs["retained"] == len(jobs["jobs"]), jobs
+    # A page at a time: the pages follow each other and together list them all.
+    first = await client.call("job.list", {"session_id": "main", "limit": 1})
+    assert len(first["jobs"]) == 1 and first["retained"] == len(jobs["jobs"]), first
+    rest = await client.call("job.list", {"session_id": "main", "cursor": first["next_cursor"]})
+    assert [j["job_id"] for j in first["jobs"] + rest["jobs"]] == [j["job_id"] for j in jobs["jobs"]], rest
 
 
 async def scenario_pty(client: Client) -> None:

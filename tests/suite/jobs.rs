@@ -489,3 +489,50 @@ async fn a_call_chooses_its_own_auto_background_wait() {
     );
     rt.runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_long_job_list_comes_a_page_at_a_time_and_the_pages_list_every_job_once() {
+    let mut config = Config::default();
+    config.jobs.max_retained_per_session = 500;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("pages").await;
+    for i in 0..250 {
+        run(&session, &format!("echo {i}")).await;
+    }
+    let first = session
+        .jobs_page(shellvisor::JobQuery::default())
+        .await
+        .unwrap();
+    assert_eq!((first.jobs.len(), first.retained), (100, 250));
+    assert!(
+        first.jobs[0].label.ends_with("echo 0"),
+        "{:?}",
+        first.jobs[0]
+    );
+    let mut listed = first.jobs;
+    let mut cursor = first.next_cursor;
+    let mut pages = 1;
+    while let Some(after) = cursor {
+        let page = session
+            .jobs_page(shellvisor::JobQuery {
+                cursor: Some(after),
+                limit: 100,
+            })
+            .await
+            .unwrap();
+        pages += 1;
+        listed.extend(page.jobs);
+        cursor = page.next_cursor;
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(listed, session.jobs().await.unwrap());
+    let labels: Vec<_> = listed.iter().map(|job| job.label.clone()).collect();
+    let expected: Vec<_> = (0..250).map(|i| format!("echo {i}")).collect();
+    assert_eq!(labels, expected);
+    let refused = session
+        .jobs_page(shellvisor::JobQuery::first(0))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::InvalidRequest);
+    rt.runtime.shutdown().await;
+}

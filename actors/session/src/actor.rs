@@ -163,7 +163,7 @@ impl Actor for Session {
                     id: job_id.to_string(),
                 }),
             },
-            SessionMsg::ListJobs(reply) => state.list_jobs(reply),
+            SessionMsg::ListJobs { query, reply } => state.list_jobs(query, reply),
             SessionMsg::NextCompletion(reply) => {
                 state.jobs.add_waiter(reply);
                 state.serve_completions().await;

@@ -27,6 +27,14 @@ impl BookJob for ActorRef<JobMsg> {
     }
 }
 
+/// A page of the book's jobs (see [`JobBook::page`]).
+#[derive(Debug, PartialEq)]
+pub(crate) struct BookPage<J> {
+    pub(crate) jobs: Vec<J>,
+    pub(crate) retained: usize,
+    pub(crate) next_cursor: Option<u64>,
+}
+
 /// A consumer of the completion stream, waiting for the next result.
 pub(crate) type CompletionWaiter = RpcReplyPort<Offer>;
 
@@ -36,8 +44,11 @@ pub(crate) struct JobBook<J> {
     jobs: HashMap<JobId, Booked<J>>,
     /// Job ids by actor id (supervision events name actors).
     by_actor: HashMap<ActorId, JobId>,
-    /// Every retained job, oldest start first (for listing).
-    started: VecDeque<JobId>,
+    /// Every retained job with its start number, oldest start first (for
+    /// listing; the numbers are the cursors of pages).
+    started: VecDeque<(u64, JobId)>,
+    /// The start number of the next job.
+    next_start: u64,
     /// Finished jobs, oldest finish first (for eviction).
     finished: VecDeque<JobId>,
     /// Finished background jobs whose result nobody has taken yet.
@@ -60,6 +71,7 @@ impl<J: BookJob> Default for JobBook<J> {
             jobs: HashMap::new(),
             by_actor: HashMap::new(),
             started: VecDeque::new(),
+            next_start: 1,
             finished: VecDeque::new(),
             undelivered: VecDeque::new(),
             waiters: VecDeque::new(),
@@ -71,7 +83,8 @@ impl<J: BookJob> JobBook<J> {
     /// Records a started job.
     pub(crate) fn add(&mut self, id: JobId, job: J, on_terminal: bool) {
         self.by_actor.insert(job.key(), id.clone());
-        self.started.push_back(id.clone());
+        self.started.push_back((self.next_start, id.clone()));
+        self.next_start += 1;
         self.jobs.insert(
             id,
             Booked {
@@ -97,12 +110,28 @@ impl<J: BookJob> JobBook<J> {
         self.jobs.values().filter(|b| b.terminal_running).count()
     }
 
-    /// Every retained job, oldest start first.
-    pub(crate) fn in_start_order(&self) -> Vec<J> {
-        self.started
-            .iter()
-            .filter_map(|id| self.get(id).cloned())
-            .collect()
+    /// At most `limit` retained jobs that started after the one numbered
+    /// `cursor` (from the oldest without one), oldest first, with how many
+    /// are retained and the cursor of the next page if any follow.
+    pub(crate) fn page(&self, cursor: Option<u64>, limit: usize) -> BookPage<J> {
+        let from = cursor.map_or(0, |cursor| {
+            self.started
+                .partition_point(|(number, _)| *number <= cursor)
+        });
+        let mut jobs = Vec::with_capacity(limit.min(self.started.len() - from));
+        let mut last = None;
+        for (number, id) in self.started.iter().skip(from).take(limit) {
+            if let Some(job) = self.get(id) {
+                jobs.push(job.clone());
+            }
+            last = Some(*number);
+        }
+        let more = from + limit < self.started.len();
+        BookPage {
+            jobs,
+            retained: self.started.len(),
+            next_cursor: last.filter(|_| more),
+        }
     }
 
     /// `id` finished. Returns the jobs to evict now that one more finished
@@ -128,7 +157,7 @@ impl<J: BookJob> JobBook<J> {
     pub(crate) fn forget(&mut self, actor: &ActorId) -> Option<JobId> {
         let id = self.by_actor.remove(actor)?;
         self.jobs.remove(&id);
-        self.started.retain(|j| j != &id);
+        self.started.retain(|(_, j)| j != &id);
         self.finished.retain(|j| j != &id);
         self.undelivered.retain(|j| j != &id);
         Some(id)
@@ -202,14 +231,43 @@ mod tests {
         (RpcReplyPort::from(tx), rx)
     }
 
+    fn all(book: &JobBook<Fake>) -> Vec<Fake> {
+        book.page(None, usize::MAX).jobs
+    }
+
     #[test]
     fn jobs_list_in_start_order_and_are_forgotten_when_their_actor_stops() {
         let mut book = book(3);
-        assert_eq!(book.in_start_order(), vec![Fake(1), Fake(2), Fake(3)]);
+        assert_eq!(all(&book), vec![Fake(1), Fake(2), Fake(3)]);
         assert_eq!(book.forget(&Fake(2).key()), Some(id(2)));
         assert_eq!(book.get(&id(2)), None);
-        assert_eq!(book.in_start_order(), vec![Fake(1), Fake(3)]);
+        assert_eq!(all(&book), vec![Fake(1), Fake(3)]);
         assert_eq!(book.forget(&Fake(2).key()), None);
+    }
+
+    #[test]
+    fn pages_follow_their_cursor_even_when_jobs_before_it_are_gone() {
+        let mut book = book(5);
+        let first = book.page(None, 2);
+        assert_eq!(first.jobs, vec![Fake(1), Fake(2)]);
+        assert_eq!((first.retained, first.next_cursor), (5, Some(2)));
+        // The page's last job and one before it are evicted meanwhile.
+        book.forget(&Fake(1).key());
+        book.forget(&Fake(2).key());
+        let second = book.page(first.next_cursor, 2);
+        assert_eq!(second.jobs, vec![Fake(3), Fake(4)]);
+        assert_eq!((second.retained, second.next_cursor), (3, Some(4)));
+        let last = book.page(second.next_cursor, 2);
+        assert_eq!(last.jobs, vec![Fake(5)]);
+        assert_eq!(last.next_cursor, None);
+        // Exactly full: no further page is announced.
+        assert_eq!(book.page(Some(3), 2).next_cursor, None);
+        assert_eq!(book.page(Some(99), 2).jobs, vec![]);
+        assert_eq!(
+            book.page(None, 0).next_cursor,
+            None,
+            "an empty page has no cursor"
+        );
     }
 
     #[test]

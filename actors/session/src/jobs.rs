@@ -23,7 +23,8 @@ use shellvisor_protocol::BackgroundReason;
 use shellvisor_protocol::BackgroundedRun;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::JobId;
-use shellvisor_protocol::JobInfo;
+use shellvisor_protocol::JobPage;
+use shellvisor_protocol::JobQuery;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunOutcome;
 use shellvisor_protocol::RunRequest;
@@ -290,14 +291,16 @@ impl SessionState {
         }
     }
 
-    /// Answers with every retained job's state, oldest first, without
-    /// holding the session up while the jobs answer. Every job is asked at
-    /// once and answers in parallel, so the list costs about one job's
-    /// answer, not their sum; a job that does not answer within the deadline
-    /// (or has stopped) is left out.
-    pub(crate) fn list_jobs(&self, reply: RpcReplyPort<Vec<JobInfo>>) {
-        let actors = self.jobs.in_start_order();
-        let asked: Vec<_> = actors
+    /// Answers with one page of the retained jobs' states, oldest first,
+    /// without holding the session up while the jobs answer. Only the
+    /// page's jobs are asked, all at once, answering in parallel, so the
+    /// page costs about one job's answer, not their sum and not the
+    /// session's size; a job that does not answer within the deadline (or
+    /// has stopped) is left out.
+    pub(crate) fn list_jobs(&self, query: JobQuery, reply: RpcReplyPort<JobPage>) {
+        let page = self.jobs.page(query.cursor, query.limit);
+        let asked: Vec<_> = page
+            .jobs
             .iter()
             .filter_map(|actor| {
                 let (tx, rx) = tokio::sync::oneshot::channel();
@@ -305,15 +308,20 @@ impl SessionState {
                 Some(rx)
             })
             .collect();
+        let (retained, next_cursor) = (page.retained, page.next_cursor);
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + JOB_ANSWER_DEADLINE;
-            let mut infos = Vec::with_capacity(asked.len());
+            let mut jobs = Vec::with_capacity(asked.len());
             for answer in asked {
                 if let Ok(Ok(Ok(info))) = tokio::time::timeout_at(deadline, answer).await {
-                    infos.push(info);
+                    jobs.push(info);
                 }
             }
-            let _ = reply.send(infos);
+            let _ = reply.send(JobPage {
+                jobs,
+                retained,
+                next_cursor,
+            });
         });
     }
 

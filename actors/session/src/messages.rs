@@ -7,6 +7,8 @@ use shellvisor_actor_pty::PtyCall;
 use shellvisor_actor_shell::ShellNotice;
 use shellvisor_protocol::JobId;
 use shellvisor_protocol::JobInfo;
+use shellvisor_protocol::JobPage;
+use shellvisor_protocol::JobQuery;
 use shellvisor_protocol::OutputChunk;
 use shellvisor_protocol::Result;
 use shellvisor_protocol::RunOutcome;
@@ -40,8 +42,13 @@ pub enum SessionMsg {
         /// Where the bytes go.
         reply: RpcReplyPort<Result<OutputChunk>>,
     },
-    /// Every retained job of this session, oldest first.
-    ListJobs(RpcReplyPort<Vec<JobInfo>>),
+    /// A page of this session's retained jobs, oldest first.
+    ListJobs {
+        /// Which page.
+        query: JobQuery,
+        /// Where the page goes.
+        reply: RpcReplyPort<JobPage>,
+    },
     /// One job's state.
     JobInfo {
         /// The job (of this session only).
@@ -95,7 +102,7 @@ impl SessionMsg {
         match self {
             SessionMsg::Run { .. }
             | SessionMsg::ReadOutput { .. }
-            | SessionMsg::ListJobs(_)
+            | SessionMsg::ListJobs { .. }
             | SessionMsg::JobInfo { .. }
             | SessionMsg::Wait { .. }
             | SessionMsg::Kill { .. }

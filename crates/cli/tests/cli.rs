@@ -249,7 +249,10 @@ fn bench_measures_each_interface_against_its_floor() {
     ] {
         let floor = value(&format!("{interface}: `{floor}` p50 (the transport floor)"));
         let run = value(&format!("{interface}: `true` p50"));
-        assert!(floor > 0.0 && run > floor, "{interface}: floor {floor}, true {run}");
+        assert!(
+            floor > 0.0 && run > floor,
+            "{interface}: floor {floor}, true {run}"
+        );
         assert!(value(&format!("{interface}: `true` p99")) >= run);
         let listed = value(&format!(
             "{interface}: `{list}` of 200 retained jobs p50 (first page)"

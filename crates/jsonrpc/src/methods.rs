@@ -13,6 +13,8 @@ use serde_json::Value;
 use serde_json::json;
 use shellvisor::JobId;
 use shellvisor::JobInfo;
+use shellvisor::JobPage;
+use shellvisor::JobQuery;
 use shellvisor::PtyState;
 use shellvisor::RunOutcome;
 use shellvisor::RunRequest;
@@ -57,6 +59,20 @@ pub(crate) struct SessionOpenParams {
 pub(crate) struct SessionParams {
     /// The session's id.
     pub session_id: String,
+}
+
+/// `job.list`: a page of a session's retained jobs, oldest first.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JobListParams {
+    /// The session's id.
+    pub session_id: String,
+    /// The most jobs to list (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Where to go on: the `next_cursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<u64>,
 }
 
 /// `run` and `pty.start`.
@@ -230,13 +246,6 @@ pub(crate) struct SessionOpened {
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Done {}
 
-/// `job.list`'s result.
-#[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct JobList {
-    /// The session's retained jobs, oldest first.
-    pub jobs: Vec<JobInfo>,
-}
-
 /// Raw output bytes of a job.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct OutputBytes {
@@ -402,9 +411,9 @@ const METHODS: &[MethodSpec] = &[
     },
     MethodSpec {
         name: "job.list",
-        summary: "A session's retained jobs.",
-        params: schema_of::<SessionParams>,
-        result: schema_of::<JobList>,
+        summary: "A page of a session's retained jobs, oldest first (100 unless `limit` says; `next_cursor` goes on).",
+        params: schema_of::<JobListParams>,
+        result: schema_of::<JobPage>,
     },
     MethodSpec {
         name: "job.info",
@@ -621,11 +630,13 @@ pub(crate) async fn dispatch(
             }
         }
         "job.list" => {
-            let p: SessionParams = params(raw)?;
+            let p: JobListParams = params(raw)?;
             let session = conn.session(&p.session_id).await?;
-            to_value(JobList {
-                jobs: session.jobs().await?,
-            })
+            to_value(
+                session
+                    .jobs_page(JobQuery::bounded(p.cursor, p.limit))
+                    .await?,
+            )
         }
         "job.info" => {
             let p: JobParams = params(raw)?;

@@ -11,6 +11,8 @@ use serde::Serialize;
 use shellvisor::BackgroundReason;
 use shellvisor::JobId;
 use shellvisor::JobInfo;
+use shellvisor::JobPage;
+use shellvisor::JobQuery;
 use shellvisor::JobStatus;
 use shellvisor::PtyState;
 use shellvisor::RunOutcome;
@@ -240,6 +242,19 @@ pub(crate) struct JobListArgs {
     /// The session (default: this connection's session).
     #[serde(default)]
     pub session_id: Option<String>,
+    /// The most jobs to list (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Where to go on: the `next_cursor` of the previous list.
+    #[serde(default)]
+    pub cursor: Option<u64>,
+}
+
+impl JobListArgs {
+    /// The page asked for.
+    pub(crate) fn query(&self) -> JobQuery {
+        JobQuery::bounded(self.cursor, self.limit)
+    }
 }
 
 /// `write_stdin`: type into a job's terminal.
@@ -498,13 +513,19 @@ impl SessionClosed {
 pub(crate) struct JobList {
     /// The session.
     pub session_id: String,
-    /// Its retained jobs, oldest first.
+    /// Its retained jobs, oldest first (one page of them).
     pub jobs: Vec<JobEntry>,
+    /// How many jobs the session retains in all.
+    pub retained: usize,
+    /// Pass as `cursor` to list the jobs after these, when there are more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<u64>,
 }
 
 impl JobList {
-    pub(crate) fn new(session_id: &str, infos: &[JobInfo]) -> (Self, String) {
-        let jobs: Vec<JobEntry> = infos
+    pub(crate) fn new(session_id: &str, page: &JobPage) -> (Self, String) {
+        let jobs: Vec<JobEntry> = page
+            .jobs
             .iter()
             .map(|info| JobEntry {
                 job_id: info.job_id.to_string(),
@@ -529,10 +550,20 @@ impl JobList {
                 .collect::<Vec<_>>()
                 .join("\n")
         };
+        let text = match page.next_cursor {
+            Some(cursor) => format!(
+                "{text}\n{} of {} jobs listed; call job_list with cursor={cursor} for the rest.",
+                jobs.len(),
+                page.retained
+            ),
+            None => text,
+        };
         (
             Self {
                 session_id: session_id.to_owned(),
                 jobs,
+                retained: page.retained,
+                next_cursor: page.next_cursor,
             },
             text,
         )

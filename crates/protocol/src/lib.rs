@@ -65,6 +65,8 @@ pub use result::BackgroundedRun;
 pub use result::ContainmentLayer;
 pub use result::ContainmentReport;
 pub use result::JobInfo;
+pub use result::JobPage;
+pub use result::JobQuery;
 pub use result::JobStatus;
 pub use result::LimitsReport;
 pub use result::RunOutcome;

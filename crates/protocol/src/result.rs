@@ -141,6 +141,65 @@ pub struct JobInfo {
     pub pty_state: Option<crate::PtyState>,
 }
 
+/// Which part of a session's retained jobs to list: oldest start first, at
+/// most `limit`, starting after `cursor` (the `next_cursor` of the page
+/// before; none for the first page). A listing costs what its page holds,
+/// not what the session retains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct JobQuery {
+    /// Where the page starts: after the job this cursor names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<u64>,
+    /// The most jobs on the page.
+    pub limit: usize,
+}
+
+impl JobQuery {
+    /// Jobs on a page unless the caller asks for another number.
+    pub const DEFAULT_LIMIT: usize = 100;
+    /// The most jobs on a page a server's client may ask for.
+    pub const MAX_LIMIT: usize = 1000;
+
+    /// The page a server's client asked for: `limit` (default
+    /// [`Self::DEFAULT_LIMIT`]) kept within 1 to [`Self::MAX_LIMIT`].
+    pub fn bounded(cursor: Option<u64>, limit: Option<usize>) -> Self {
+        Self {
+            cursor,
+            limit: limit
+                .unwrap_or(Self::DEFAULT_LIMIT)
+                .clamp(1, Self::MAX_LIMIT),
+        }
+    }
+
+    /// The first page of `limit` jobs.
+    pub fn first(limit: usize) -> Self {
+        Self {
+            cursor: None,
+            limit,
+        }
+    }
+}
+
+impl Default for JobQuery {
+    fn default() -> Self {
+        Self::first(Self::DEFAULT_LIMIT)
+    }
+}
+
+/// One page of a session's retained jobs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct JobPage {
+    /// The page's jobs, oldest start first.
+    pub jobs: Vec<JobInfo>,
+    /// How many jobs the session retains in all.
+    pub retained: usize,
+    /// The cursor of the next page, when there are more jobs after this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<u64>,
+}
+
 /// A finished run: its exit status, output and the model-facing text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -51,6 +51,8 @@ pub use shellvisor_protocol::InterceptRule;
 pub use shellvisor_protocol::InterceptorConfig;
 pub use shellvisor_protocol::JobId;
 pub use shellvisor_protocol::JobInfo;
+pub use shellvisor_protocol::JobPage;
+pub use shellvisor_protocol::JobQuery;
 pub use shellvisor_protocol::JobStatus;
 pub use shellvisor_protocol::JobsConfig;
 pub use shellvisor_protocol::LimitsReport;

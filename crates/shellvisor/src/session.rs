@@ -13,6 +13,8 @@ use shellvisor_actor_supervisor::SessionEntry;
 use shellvisor_protocol::Error;
 use shellvisor_protocol::JobId;
 use shellvisor_protocol::JobInfo;
+use shellvisor_protocol::JobPage;
+use shellvisor_protocol::JobQuery;
 use shellvisor_protocol::JobStatus;
 use shellvisor_protocol::OutputChunk;
 use shellvisor_protocol::Result;
@@ -172,7 +174,56 @@ impl Session {
     /// # Errors
     /// `shutting_down`, or `actor_gone` if the session stopped.
     pub async fn jobs(&self) -> Result<Vec<JobInfo>> {
-        self.call(SessionMsg::ListJobs, None).await
+        let query = JobQuery::first(usize::MAX);
+        let page = self
+            .call(|reply| SessionMsg::ListJobs { query, reply }, None)
+            .await?;
+        Ok(page.jobs)
+    }
+
+    /// One page of the session's retained jobs, oldest first: what a host
+    /// lists at a time, costing what the page holds however many jobs the
+    /// session retains. Follow `next_cursor` for the next page.
+    ///
+    /// ```
+    /// # tokio_test_block_on(async {
+    /// use shellvisor::{Config, JobQuery, Runtime, RunRequest};
+    ///
+    /// let runtime = Runtime::start(Config::default()).await?;
+    /// let session = runtime.session("doc").await?;
+    /// for _ in 0..5 {
+    ///     session.run(RunRequest::new("true")).await?;
+    /// }
+    /// let mut query = JobQuery::first(2);
+    /// let mut listed = Vec::new();
+    /// loop {
+    ///     let page = session.jobs_page(query).await?;
+    ///     assert_eq!(page.retained, 5);
+    ///     listed.extend(page.jobs);
+    ///     match page.next_cursor {
+    ///         Some(cursor) => query.cursor = Some(cursor),
+    ///         None => break,
+    ///     }
+    /// }
+    /// assert_eq!(listed, session.jobs().await?);
+    /// runtime.shutdown().await;
+    /// # Ok::<(), shellvisor::Error>(()) });
+    /// # fn tokio_test_block_on<F: std::future::Future<Output = Result<(), shellvisor::Error>>>(f: F) {
+    /// #     tokio::runtime::Runtime::new().unwrap().block_on(f).unwrap()
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// `invalid_request` for a limit of 0; `shutting_down`, or
+    /// `actor_gone` if the session stopped.
+    pub async fn jobs_page(&self, query: JobQuery) -> Result<JobPage> {
+        if query.limit == 0 {
+            return Err(Error::InvalidRequest {
+                message: "a job list's limit must be at least 1".to_owned(),
+            });
+        }
+        self.call(|reply| SessionMsg::ListJobs { query, reply }, None)
+            .await
     }
 
     /// One job's state.

@@ -212,7 +212,7 @@ fn tools() -> Vec<Tool> {
         ),
         tool::<JobListArgs, JobList>(
             "job_list",
-            "List a session's jobs, running and recently finished.",
+            "List a session's jobs, running and recently finished, oldest first (100 at a time; pass next_cursor as cursor for more).",
         ),
         tool::<WriteStdinArgs, ScreenContent>(
             "write_stdin",
@@ -605,8 +605,8 @@ impl ShellServer {
 
     async fn job_list(&self, args: JobListArgs) -> shellvisor::Result<CallToolResult> {
         let (session, session_id) = self.session(args.session_id.as_deref()).await?;
-        let infos = session.jobs().await?;
-        let (structured, text) = JobList::new(&session_id, &infos);
+        let page = session.jobs_page(args.query()).await?;
+        let (structured, text) = JobList::new(&session_id, &page);
         Ok(tool_result((structured, text, false)))
     }
 

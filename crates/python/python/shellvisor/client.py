@@ -265,8 +265,15 @@ class Session:
         return Job(self, job_id)
 
     async def jobs(self) -> list[JobInfo]:
-        listed = await self.client.request("job.list", {"session_id": self.id})
-        return [JobInfo.from_json(job) for job in listed["jobs"]]
+        """Every retained job, oldest first (fetched a page at a time)."""
+        jobs: list[JobInfo] = []
+        params: dict[str, Any] = {"session_id": self.id, "limit": 1000}
+        while True:
+            page = await self.client.request("job.list", params)
+            jobs.extend(JobInfo.from_json(job) for job in page["jobs"])
+            if page.get("next_cursor") is None:
+                return jobs
+            params["cursor"] = page["next_cursor"]
 
     async def wait_any(self, job_ids: Sequence[str], timeout: Optional[float] = None) -> Optional[RunResult]:
         """The result of the first of `job_ids` to finish, or `None` at the
