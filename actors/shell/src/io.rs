@@ -338,6 +338,17 @@ async fn finish(
     // At end-of-file the read end is closed here (with `writers_gone`, no
     // descriptor of the FIFO is left), before the Shell may reopen it.
     let late = (!eof).then_some(receiver);
+    // The Job hears last: the task woken last runs next on this thread
+    // (tokio's LIFO slot) while the ones woken before it may move to the
+    // other worker. Woken earlier, the Job was pushed out by the Sink's
+    // close and waited ~20 µs for another thread to wake up and take it.
+    let late = match late {
+        None => {
+            sink.close();
+            None
+        }
+        Some(receiver) => Some(tokio::spawn(drain_late(receiver, sink, buf, names))),
+    };
     if let Some(shell) = shell {
         let _ = shell.cast(ShellMsg::RunCompleted {
             fifo_reusable: writers_gone,
@@ -349,12 +360,7 @@ async fn finish(
         screen: None,
         last_full_screen: None,
     })));
-    match late {
-        None => sink.close(),
-        Some(receiver) => {
-            tokio::spawn(drain_late(receiver, sink, buf, names));
-        }
-    }
+    drop(late);
 }
 
 /// Keeps reading a finished run's FIFO until its last writer closes it.
