@@ -201,3 +201,76 @@ fn nothing_survives_a_sigkill_of_an_unprivileged_runtime() {
         "unprivileged: {ROUNDS} rounds x {SESSIONS} sessions x {PER_SESSION} processes: 0 alive 2 s after kill -9"
     );
 }
+
+/// A runtime that exits cleanly leaves nothing behind, not even a zombie:
+/// run as the unprivileged user (a PID namespace per session, whose init
+/// was once orphaned by its creator and left to the system's init). This
+/// test process is made a child subreaper, so every orphan of the runtime
+/// would become its child, and waits for each to show.
+#[test]
+fn a_clean_unprivileged_exit_leaves_no_zombie() {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+    let mut command = server_command(true);
+    let mut server = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(server.stdout.take().unwrap());
+    for (id, session) in ["a", "b", "c"].into_iter().enumerate() {
+        send(
+            &mut server,
+            id,
+            "run",
+            serde_json::json!({"session_id": session, "request": {"command": "sleep 0.1 & true"}}),
+        );
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                reader.read_line(&mut line).unwrap() > 0,
+                "the server closed"
+            );
+            let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if answer["id"] == id {
+                assert_eq!(answer["result"]["exit_code"], 0, "{answer}");
+                break;
+            }
+        }
+    }
+    drop(server.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = server.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not exit after its input closed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    // Anything the runtime left was handed to this process when its parent
+    // exited: a zombie, or a process still running (given a moment to die).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = rustix::process::waitid(
+            rustix::process::WaitId::All,
+            rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
+        );
+        match left {
+            Err(rustix::io::Errno::CHILD) => break,
+            Ok(None) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "a process the runtime started is still running"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(Some(status)) => panic!("the runtime left a child behind: {status:?}"),
+            Err(err) => panic!("waitid: {err}"),
+        }
+    }
+}

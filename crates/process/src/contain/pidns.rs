@@ -19,6 +19,7 @@
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
 use std::os::fd::RawFd;
@@ -126,6 +127,13 @@ impl SessionNamespace {
                 _ => break,
             }
         }
+        // The init is this process's child: reap it once it has exited (an
+        // init still running is reaped by nobody here; the lifeline's end
+        // makes it exit, and the process's exit hands it to the system).
+        let _ = rustix::process::waitid(
+            rustix::process::WaitId::PidFd(self.init_pidfd.as_fd()),
+            rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
+        );
     }
 }
 
@@ -307,7 +315,19 @@ unsafe fn creator_child(
         if libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) < 0 {
             fail(report_fd);
         }
-        let init = crate::launch::raw_fork();
+        // The init is made the runtime's child (`CLONE_PARENT`), not the
+        // creator's: the creator exits at once, and an orphaned init would
+        // end as a zombie of the system's init, which may never reap it (a
+        // container whose pid 1 is the runtime's host). The runtime reaps it.
+        let init = libc::syscall(
+            libc::SYS_clone,
+            (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
+        let init = libc::pid_t::try_from(init).unwrap_or(-1);
         if init < 0 {
             fail(report_fd);
         }
