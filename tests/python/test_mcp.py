@@ -14,7 +14,7 @@ import time
 import uuid
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.shared.exceptions import MCPError
 from mcp.client.stdio import stdio_client
 
@@ -497,6 +497,30 @@ async def scenario_artifacts_and_jobs_are_resources(session: ClientSession) -> N
     uri = f"job://{sid}/{started.structured_content['job_id']}"
     listed = await session.list_resources()
     assert uri in {str(resource.uri) for resource in listed.resources}, listed
+    # Past a page (100 jobs), the list goes on by cursor, across sessions, each job once
+    # (64 finished jobs are retained per session: two sessions fill more than a page).
+    others = [f"{sid}:pages-{n}" for n in range(2)]
+    for other in others:
+        for _ in range(70):
+            await session.call_tool("bash", {"command": "true", "session_id": other})
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+        page = await session.list_resources(params=params)
+        pages += 1
+        assert len(page.resources) <= 100, len(page.resources)
+        seen.extend(str(resource.uri) for resource in page.resources)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert pages >= 2 and len(seen) == len(set(seen)), (pages, len(seen))
+    assert uri in seen, seen
+    for other in others:
+        listed = await session.call_tool("job_list", {"session_id": other, "limit": 1000})
+        expected = [f"job://{other}/{job['job_id']}" for job in listed.structured_content["jobs"]]
+        assert len(expected) == 64 and [u for u in seen if u.startswith(f"job://{other}/")] == expected, seen
     await session.subscribe_resource(uri)
     await resource_updated(uri)
     state = json.loads((await session.read_resource(uri)).contents[0].text)

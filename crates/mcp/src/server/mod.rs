@@ -49,6 +49,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shellvisor::BackgroundReason;
 use shellvisor::JobId;
+use shellvisor::JobQuery;
 use shellvisor::RunOutcome;
 use shellvisor::RunResult;
 use shellvisor::Runtime;
@@ -664,21 +665,52 @@ impl ServerHandler for ShellServer {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        // The retained jobs of the sessions this connection ran jobs in.
+        // The retained jobs of the sessions this connection ran jobs in, by
+        // session id, a page at a time: the cursor names the session and
+        // where in its jobs the page before ended.
+        let from = match request.and_then(|request| request.cursor) {
+            Some(cursor) => Some(ResourceCursor::parse(&cursor).ok_or_else(|| {
+                ErrorData::invalid_params(format!("unknown cursor {cursor:?}"), None)
+            })?),
+            None => None,
+        };
         let sessions: std::collections::BTreeSet<String> = self
             .job_sessions
             .iter()
             .map(|entry| entry.value().clone())
+            .filter(|id| {
+                from.as_ref()
+                    .is_none_or(|from| id.as_str() >= from.session.as_str())
+            })
             .collect();
         let mut resources = Vec::new();
+        let mut next_cursor = None;
         for session_id in sessions {
+            let left = RESOURCES_PER_PAGE - resources.len();
+            if left == 0 {
+                next_cursor = Some(ResourceCursor::start_of(&session_id));
+                break;
+            }
             let Ok(session) = self.runtime.session(session_id.as_str()).await else {
                 continue;
             };
-            for info in session.jobs().await.unwrap_or_default() {
+            let cursor = from
+                .as_ref()
+                .filter(|from| from.session == session_id)
+                .map(|from| from.job);
+            let Ok(page) = session
+                .jobs_page(JobQuery {
+                    cursor,
+                    limit: left,
+                })
+                .await
+            else {
+                continue;
+            };
+            for info in &page.jobs {
                 resources.push(
                     Resource::new(
                         ResourceUri::job(&session_id, info.job_id.as_str()),
@@ -687,13 +719,25 @@ impl ServerHandler for ShellServer {
                     .with_title(info.label.clone())
                     .with_description(format!(
                         "Job state ({}) and the end of its output",
-                        job_state(&info)
+                        job_state(info)
                     ))
                     .with_mime_type("application/json"),
                 );
             }
+            if let Some(job) = page.next_cursor {
+                next_cursor = Some(
+                    ResourceCursor {
+                        session: session_id,
+                        job,
+                    }
+                    .to_string(),
+                );
+                break;
+            }
         }
-        Ok(ListResourcesResult::with_all_items(resources))
+        let mut result = ListResourcesResult::with_all_items(resources);
+        result.next_cursor = next_cursor;
+        Ok(result)
     }
 
     async fn list_resource_templates(
@@ -947,5 +991,59 @@ async fn next_event(events: Option<&mut shellvisor::Subscription>) -> Option<Ses
     match events {
         Some(events) => events.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+/// Jobs listed per `resources/list` page.
+const RESOURCES_PER_PAGE: usize = 100;
+
+/// Where a `resources/list` page starts: after job `job` (a
+/// [`JobQuery`] cursor; 0 is before the first) of `session`. Written as
+/// `<job>:<session>`, so the session id may hold any character.
+#[derive(Debug, PartialEq)]
+struct ResourceCursor {
+    session: String,
+    job: u64,
+}
+
+impl ResourceCursor {
+    fn start_of(session: &str) -> String {
+        Self {
+            session: session.to_owned(),
+            job: 0,
+        }
+        .to_string()
+    }
+
+    fn parse(cursor: &str) -> Option<Self> {
+        let (job, session) = cursor.split_once(':')?;
+        Some(Self {
+            session: session.to_owned(),
+            job: job.parse().ok()?,
+        })
+    }
+}
+
+impl std::fmt::Display for ResourceCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.job, self.session)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ResourceCursor;
+
+    #[test]
+    fn a_resource_cursor_reads_back_whatever_its_session_id_holds() {
+        let cursor = ResourceCursor {
+            session: "a:b c".to_owned(),
+            job: 42,
+        };
+        assert_eq!(cursor.to_string(), "42:a:b c");
+        assert_eq!(ResourceCursor::parse(&cursor.to_string()), Some(cursor));
+        assert_eq!(ResourceCursor::start_of("s"), "0:s");
+        assert_eq!(ResourceCursor::parse("x:s"), None);
+        assert_eq!(ResourceCursor::parse("no colon"), None);
     }
 }
