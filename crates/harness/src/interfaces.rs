@@ -129,17 +129,28 @@ fn add_figures(
     ));
 }
 
-fn check_listed(result: &Value, pointer: &str, at_least: usize) -> std::io::Result<()> {
-    let listed = result
-        .pointer(pointer)
-        .and_then(Value::as_array)
-        .map_or(0, Vec::len);
-    if listed < at_least {
-        return Err(std::io::Error::other(format!(
-            "the job list held {listed} jobs, expected at least {at_least}"
-        )));
+/// Times the first page of the long job list, `list` returning it; each
+/// must hold a full page (or every job, when fewer are retained).
+fn time_lists(
+    run: &InterfaceRun,
+    pointer: &str,
+    mut list: impl FnMut() -> std::io::Result<Value>,
+) -> std::io::Result<Samples> {
+    let expected = run.retained_jobs.min(shellvisor::JobQuery::DEFAULT_LIMIT);
+    let mut lists = Samples::default();
+    for _ in 0..(run.round_trips / 10).max(20) {
+        let result = timed(&mut lists, &mut list)?;
+        let listed = result
+            .pointer(pointer)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        if listed != expected {
+            return Err(std::io::Error::other(format!(
+                "the job list's first page held {listed} jobs, expected {expected}"
+            )));
+        }
     }
-    Ok(())
+    Ok(lists)
 }
 
 /// `shellvisor serve` on stdio.
@@ -166,13 +177,9 @@ pub(crate) fn json_rpc(report: &mut Report, run: &InterfaceRun) -> std::io::Resu
     for _ in 0..run.retained_jobs {
         client.call("run", run_true("list"))?;
     }
-    let mut lists = Samples::default();
-    for _ in 0..(run.round_trips / 10).max(20) {
-        let result = timed(&mut lists, || {
-            client.call("job.list", json!({"session_id": "list"}))
-        })?;
-        check_listed(&result, "/jobs", 1)?;
-    }
+    let lists = time_lists(run, "/jobs", || {
+        client.call("job.list", json!({"session_id": "list"}))
+    })?;
     add_figures(
         report,
         "JSON-RPC stdio",
@@ -220,13 +227,9 @@ pub(crate) fn mcp(report: &mut Report, run: &InterfaceRun) -> std::io::Result<()
             json!({"command": "true", "session_id": "list"}),
         )?;
     }
-    let mut lists = Samples::default();
-    for _ in 0..(run.round_trips / 10).max(20) {
-        let result = timed(&mut lists, || {
-            call_tool(&mut client, "job_list", json!({"session_id": "list"}))
-        })?;
-        check_listed(&result, "/structuredContent/jobs", 1)?;
-    }
+    let lists = time_lists(run, "/structuredContent/jobs", || {
+        call_tool(&mut client, "job_list", json!({"session_id": "list"}))
+    })?;
     add_figures(
         report,
         "MCP stdio",
