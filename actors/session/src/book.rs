@@ -60,9 +60,15 @@ pub(crate) struct JobBook<J> {
 #[derive(Debug)]
 struct Booked<J> {
     job: J,
+    /// Its start number (its place in `started`).
+    start: u64,
     /// A terminal run that has not finished (counts against the PTY cap).
     terminal_running: bool,
     finished: bool,
+    /// Finished and not yet chosen for eviction: its id is in `finished`.
+    awaiting_eviction: bool,
+    /// Its id was queued on the completion stream.
+    queued: bool,
 }
 
 impl<J: BookJob> Default for JobBook<J> {
@@ -89,8 +95,11 @@ impl<J: BookJob> JobBook<J> {
             id,
             Booked {
                 job,
+                start: self.next_start - 1,
                 terminal_running: on_terminal,
                 finished: false,
+                awaiting_eviction: false,
+                queued: false,
             },
         );
     }
@@ -141,30 +150,52 @@ impl<J: BookJob> JobBook<J> {
         let booked = self.jobs.get_mut(id).filter(|b| !b.finished)?;
         booked.finished = true;
         booked.terminal_running = false;
+        booked.awaiting_eviction = true;
         self.finished.push_back(id.clone());
         let mut evicted = Vec::new();
         while self.finished.len() > max_retained {
             if let Some(old) = self.finished.pop_front()
-                && let Some(job) = self.get(&old)
+                && let Some(booked) = self.jobs.get_mut(&old)
             {
-                evicted.push(job.clone());
+                booked.awaiting_eviction = false;
+                evicted.push(booked.job.clone());
             }
         }
         Some(evicted)
     }
 
     /// A job's actor stopped: the job is forgotten. Returns its id.
+    ///
+    /// Cheap for the usual case, an evicted job (the oldest): its place in
+    /// `started` is found by its start number, and it is in neither of the
+    /// other queues; they are searched only when they can hold it.
     pub(crate) fn forget(&mut self, actor: &ActorId) -> Option<JobId> {
         let id = self.by_actor.remove(actor)?;
-        self.jobs.remove(&id);
-        self.started.retain(|(_, j)| j != &id);
-        self.finished.retain(|j| j != &id);
-        self.undelivered.retain(|j| j != &id);
+        let booked = self.jobs.remove(&id)?;
+        let at = self
+            .started
+            .partition_point(|(number, _)| *number < booked.start);
+        if self
+            .started
+            .get(at)
+            .is_some_and(|(number, _)| *number == booked.start)
+        {
+            self.started.remove(at);
+        }
+        if booked.awaiting_eviction {
+            self.finished.retain(|j| j != &id);
+        }
+        if booked.queued {
+            self.undelivered.retain(|j| j != &id);
+        }
         Some(id)
     }
 
     /// `id`'s result belongs on the completion stream.
     pub(crate) fn queue_completion(&mut self, id: JobId) {
+        if let Some(booked) = self.jobs.get_mut(&id) {
+            booked.queued = true;
+        }
         self.undelivered.push_back(id);
     }
 
@@ -282,6 +313,28 @@ mod tests {
         assert_eq!(book.get(&id(3)), Some(&Fake(3)));
         assert_eq!(book.forget(&Fake(3).key()), Some(id(3)));
         assert_eq!(book.finish(&id(2), 2), Some(vec![Fake(1)]));
+    }
+
+    #[test]
+    fn a_finished_job_whose_actor_stopped_early_leaves_the_eviction_count() {
+        // Job 1 finished, then its actor died (not evicted): it must not
+        // count towards the limit, or a live job would go early.
+        let mut book = book(3);
+        assert_eq!(book.finish(&id(1), 2), Some(vec![]));
+        assert_eq!(book.forget(&Fake(1).key()), Some(id(1)));
+        assert_eq!(book.finish(&id(2), 2), Some(vec![]));
+        assert_eq!(
+            book.finish(&id(3), 2),
+            Some(vec![]),
+            "two finished, limit two"
+        );
+        assert_eq!(all(&book), vec![Fake(2), Fake(3)]);
+        // The evicted oldest goes from the listing when its actor stops.
+        book.add(id(4), Fake(4), false);
+        assert_eq!(book.finish(&id(4), 2), Some(vec![Fake(2)]));
+        assert_eq!(book.forget(&Fake(2).key()), Some(id(2)));
+        assert_eq!(all(&book), vec![Fake(3), Fake(4)]);
+        assert_eq!(book.page(None, 10).retained, 2);
     }
 
     #[test]
