@@ -8,6 +8,8 @@
 //! - `shellvisor mcp`: a Model Context Protocol server on stdio.
 //! - `shellvisor serve [--socket PATH]`: JSON-RPC 2.0, one object per line.
 //! - `shellvisor bench [--quick] [--json]`: the load harness.
+//! - `shellvisor node --nats URL [--name N] [--max-sessions N]`: a runtime
+//!   serving its sessions over NATS; `shellvisor cluster status --nats URL`.
 //! - `shellvisor schema`: the JSON Schemas of the JSON-RPC protocol.
 //! - `shellvisor config`: prints the configuration in effect as TOML.
 //!
@@ -20,6 +22,7 @@
 
 mod attach;
 mod bench;
+mod cluster;
 mod config;
 mod mcp;
 mod printer;
@@ -64,6 +67,11 @@ pub enum Command {
     /// Measure the runtime against raw baselines taken in the same run
     /// (round trips, concurrency, throughput, timeouts, memory).
     Bench(bench::BenchArgs),
+    /// Serve this runtime's sessions to a cluster over NATS, until SIGTERM
+    /// (then drain: no new calls, the running ones finish).
+    Node(cluster::NodeArgs),
+    /// Look at a cluster over NATS.
+    Cluster(cluster::ClusterArgs),
     /// Print the JSON Schemas of every JSON-RPC method, result and notification.
     Schema,
     /// Print the configuration in effect (the defaults, or `--config` applied), as TOML.
@@ -103,6 +111,8 @@ where
             Command::Mcp(args) => mcp::mcp(config, args).await,
             Command::Serve(args) => serve::serve(config, args).await,
             Command::Bench(args) => bench::bench(args).await,
+            Command::Node(args) => cluster::node(config, args).await,
+            Command::Cluster(args) => cluster::cluster(args).await,
             Command::Config | Command::Schema => Ok(ExitCode::SUCCESS),
         }
     })
@@ -166,6 +176,7 @@ fn init_logging() {
         .is_none_or(|level| level > tracing_subscriber::filter::LevelFilter::INFO);
     let sdk_caps = shellvisor_mcp::QUIET_LOG_DIRECTIVES
         .iter()
+        .chain(shellvisor_cluster::QUIET_LOG_DIRECTIVES)
         .filter(|_| verbose)
         .map(|d| (*d).to_owned());
     let quiet = shellvisor::QUIET_LOG_TARGETS

@@ -53,6 +53,12 @@ pub enum ErrorCode {
     ActorGone,
     /// An operating-system error.
     Io,
+    /// The node that held the session stopped answering (its heartbeats
+    /// stopped): the call may or may not have run there, and it is never
+    /// run again anywhere.
+    NodeLost,
+    /// The cluster cannot be reached or has no node to take the session.
+    ClusterUnavailable,
 }
 
 impl ErrorCode {
@@ -78,6 +84,8 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::ActorGone => "actor_gone",
             ErrorCode::Io => "io",
+            ErrorCode::NodeLost => "node_lost",
+            ErrorCode::ClusterUnavailable => "cluster_unavailable",
         }
     }
 }
@@ -237,6 +245,32 @@ pub enum Error {
         /// The operating system's message.
         message: String,
     },
+    /// The node holding the session stopped answering before the call
+    /// did. The call may or may not have run there; it is not retried. The
+    /// session's next call gets a fresh session on a live node.
+    #[error(
+        "node {node} was lost (its heartbeats stopped); the call may or may not have run, and is not retried"
+    )]
+    NodeLost {
+        /// The lost node's name.
+        node: String,
+    },
+    /// The cluster (NATS) cannot be reached, or no live node can take the
+    /// session.
+    #[error("cluster unavailable: {message}")]
+    ClusterUnavailable {
+        /// Why.
+        message: String,
+    },
+    /// An error a remote node answered with: its code and text, as the node
+    /// gave them.
+    #[error("{message}")]
+    Remote {
+        /// The node's error code.
+        code: ErrorCode,
+        /// The node's error text.
+        message: String,
+    },
 }
 
 impl Error {
@@ -262,6 +296,9 @@ impl Error {
             Error::ShuttingDown => ErrorCode::ShuttingDown,
             Error::ActorGone { .. } => ErrorCode::ActorGone,
             Error::Io { .. } => ErrorCode::Io,
+            Error::NodeLost { .. } => ErrorCode::NodeLost,
+            Error::ClusterUnavailable { .. } => ErrorCode::ClusterUnavailable,
+            Error::Remote { code, .. } => *code,
         }
     }
 

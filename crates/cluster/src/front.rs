@@ -1,0 +1,389 @@
+//! The front door: places each session on one node and routes its calls
+//! there, reporting a lost node as `node_lost`, never running a call twice.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use shellvisor::Error;
+use shellvisor::RunOutcome;
+use shellvisor::RunRequest;
+use shellvisor::SessionId;
+use tokio::task::JoinSet;
+
+use crate::members::Members;
+use crate::options::NatsOptions;
+use crate::options::unavailable;
+use crate::placement::Placements;
+use crate::wire::Call;
+use crate::wire::Heartbeat;
+use crate::wire::Names;
+use crate::wire::Op;
+use crate::wire::Placement;
+use crate::wire::Reply;
+use crate::wire::random_hex;
+use crate::wire::session_key;
+
+/// How long a call without a deadline of its own may take, and what a
+/// run's deadline is given on top for the way there and back.
+const CALL_DEADLINE: Duration = Duration::from_secs(3600);
+const CALL_SLACK: Duration = Duration::from_secs(10);
+
+/// How a front door behaves.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// Where NATS is.
+    pub nats: NatsOptions,
+    /// A node silent this long is lost (default 3 s).
+    pub grace: Duration,
+}
+
+impl ClusterOptions {
+    /// The NATS at `url`, a 3 s grace.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            nats: NatsOptions::new(url),
+            grace: Duration::from_secs(3),
+        }
+    }
+}
+
+/// A connection to a cluster of nodes: [`Cluster::session`] gives a handle
+/// whose calls go to the one node that holds the session.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: async_nats::Client,
+    names: Names,
+    members: Members,
+    placements: Placements,
+    tasks: std::sync::Mutex<JoinSet<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(mut tasks) = self.tasks.lock() {
+            tasks.abort_all();
+        }
+    }
+}
+
+/// One node as the front door knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStatus {
+    /// Its name.
+    pub name: String,
+    /// Sessions it holds (as it last told).
+    pub sessions: usize,
+    /// Background jobs it runs.
+    pub running_jobs: usize,
+    /// Its session cap (0: none).
+    pub max_sessions: usize,
+    /// It takes no new sessions.
+    pub draining: bool,
+    /// Its heartbeats stopped.
+    pub lost: bool,
+    /// Time since its last heartbeat.
+    pub silent_for: Duration,
+}
+
+impl Cluster {
+    /// Connects, and waits up to the grace period for the nodes' first
+    /// heartbeats.
+    ///
+    /// # Errors
+    /// An invalid prefix; NATS unreachable; no placement bucket (JetStream off).
+    pub async fn connect(options: ClusterOptions) -> Result<Cluster, Error> {
+        let names = Names::new(&options.nats.prefix)?;
+        let client = options.nats.connect("shellvisor-front-door").await?;
+        let placements = Placements::open(&client, &names).await?;
+        let members = Members::new(options.grace);
+        let mut beats = client
+            .subscribe(names.heartbeats())
+            .await
+            .map_err(|err| unavailable(format!("subscribing to heartbeats: {err}")))?;
+        let mut tasks = JoinSet::new();
+        tasks.spawn({
+            let members = members.clone();
+            async move {
+                while let Some(message) = beats.next().await {
+                    if let Ok(beat) = serde_json::from_slice::<Heartbeat>(&message.payload) {
+                        members.saw(beat);
+                    }
+                }
+            }
+        });
+        tasks.spawn(watch_losses(
+            client.clone(),
+            members.clone(),
+            placements.clone(),
+            options.grace,
+        ));
+        let cluster = Cluster {
+            inner: Arc::new(Inner {
+                client,
+                names,
+                members,
+                placements,
+                tasks: std::sync::Mutex::new(tasks),
+            }),
+        };
+        let deadline = tokio::time::Instant::now() + options.grace;
+        while !cluster.inner.members.any_live() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(cluster)
+    }
+
+    /// The session `id`, wherever it lives (it is placed on its first call).
+    pub fn session(&self, id: impl Into<SessionId>) -> ClusterSession {
+        ClusterSession {
+            cluster: self.clone(),
+            id: id.into(),
+        }
+    }
+
+    /// The nodes heard of, by name.
+    pub fn nodes(&self) -> Vec<NodeStatus> {
+        let now = std::time::Instant::now();
+        self.inner
+            .members
+            .snapshot()
+            .into_iter()
+            .map(|m| NodeStatus {
+                name: m.beat.node,
+                sessions: m.beat.sessions,
+                running_jobs: m.beat.running_jobs,
+                max_sessions: m.beat.max_sessions,
+                draining: m.beat.draining,
+                lost: m.lost,
+                silent_for: now.duration_since(m.last_seen),
+            })
+            .collect()
+    }
+
+    /// The node holding session `id`, if it is placed.
+    ///
+    /// # Errors
+    /// The placement bucket cannot be read.
+    pub async fn node_of(&self, id: &SessionId) -> Result<Option<String>, Error> {
+        Ok(
+            match self
+                .inner
+                .placements
+                .read(&session_key(id.as_str()))
+                .await?
+            {
+                Some((Placement::On { node, .. }, _)) => Some(node),
+                _ => None,
+            },
+        )
+    }
+}
+
+/// Marks silent nodes lost, and marks their sessions' placements lost so
+/// that their next call starts afresh on a live node (and the node, if it
+/// comes back, closes them). While the front door itself is cut off from
+/// NATS it cannot tell a silent node from its own silence: nobody is
+/// declared lost then, and every node gets a fresh grace period once the
+/// connection is back.
+async fn watch_losses(
+    client: async_nats::Client,
+    members: Members,
+    placements: Placements,
+    grace: Duration,
+) {
+    let mut tick = tokio::time::interval((grace / 10).max(Duration::from_millis(20)));
+    let mut cut_off = false;
+    loop {
+        tick.tick().await;
+        if client.connection_state() != async_nats::connection::State::Connected {
+            cut_off = true;
+            continue;
+        }
+        if cut_off {
+            cut_off = false;
+            members.heard_all_now();
+            continue;
+        }
+        for node in members.expire() {
+            tracing::warn!(%node, "node lost: no heartbeat within the grace period");
+            if let Err(err) = mark_lost(&placements, &node).await {
+                tracing::warn!(%node, %err, "could not mark the lost node's sessions");
+            }
+        }
+    }
+}
+
+async fn mark_lost(placements: &Placements, lost: &str) -> Result<(), Error> {
+    for key in placements.keys().await? {
+        if let Some((Placement::On { node, .. }, revision)) = placements.read(&key).await?
+            && node == lost
+        {
+            let tombstone = Placement::Lost { node };
+            // Lost a race: the session was placed anew meanwhile.
+            let _ = placements.write(&key, &tombstone, Some(revision)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A session of a cluster. Its calls go to the node that holds it; if that
+/// node is lost, the calls in flight answer `node_lost` and the next call
+/// starts a fresh session on a live node, with a notice.
+#[derive(Clone, Debug)]
+pub struct ClusterSession {
+    cluster: Cluster,
+    id: SessionId,
+}
+
+impl ClusterSession {
+    /// The session's id.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// Runs a command, as [`shellvisor::Session::run`] does.
+    ///
+    /// # Errors
+    /// What the node answers; `node_lost` when the node was lost before it
+    /// answered (the command may or may not have run; it is not retried);
+    /// `cluster_unavailable` when NATS is unreachable, no node can take the
+    /// session, or no answer came by the run's deadline.
+    pub async fn run(&self, request: RunRequest) -> Result<RunOutcome, Error> {
+        let deadline = request
+            .timeout
+            .map_or(CALL_DEADLINE, |secs| Duration::from_secs(secs) + CALL_SLACK);
+        let (node, notice) = self.place().await?;
+        let value = self
+            .call(
+                &node,
+                Op::Run {
+                    request: Box::new(request),
+                },
+                deadline,
+            )
+            .await?;
+        let mut outcome: RunOutcome = serde_json::from_value(value)
+            .map_err(|err| unavailable(format!("a node's answer: {err}")))?;
+        if let (Some(notice), RunOutcome::Completed(result)) = (notice, &mut outcome) {
+            result.text = format!("{notice}\n\n{}", result.text);
+            result.notices.insert(0, notice);
+        }
+        Ok(outcome)
+    }
+
+    /// Closes the session on its node and forgets its placement.
+    ///
+    /// # Errors
+    /// As [`ClusterSession::run`].
+    pub async fn close(&self) -> Result<(), Error> {
+        let inner = &self.cluster.inner;
+        let key = session_key(self.id.as_str());
+        if let Some((Placement::On { node, incarnation }, _)) = inner.placements.read(&key).await?
+            && inner.members.is_live(&node, &incarnation)
+        {
+            self.call(&node, Op::Close, CALL_SLACK).await?;
+        }
+        inner.placements.remove(&key).await
+    }
+
+    /// The node for the next call, and a notice when the session's state
+    /// was lost with its previous node.
+    async fn place(&self) -> Result<(String, Option<String>), Error> {
+        let inner = &self.cluster.inner;
+        let key = session_key(self.id.as_str());
+        for _ in 0..16 {
+            let read = inner.placements.read(&key).await?;
+            let lost_node = match &read {
+                Some((Placement::On { node, incarnation }, _))
+                    if inner.members.is_live(node, incarnation) =>
+                {
+                    return Ok((node.clone(), None));
+                }
+                Some((Placement::On { node, .. } | Placement::Lost { node }, _)) => {
+                    Some(node.clone())
+                }
+                None => None,
+            };
+            let Some((node, incarnation)) = inner.members.place() else {
+                return Err(unavailable(
+                    "no live node can take the session (none heard of, all full or draining)"
+                        .to_owned(),
+                ));
+            };
+            let placement = Placement::On {
+                node: node.clone(),
+                incarnation,
+            };
+            if inner
+                .placements
+                .write(&key, &placement, read.map(|(_, revision)| revision))
+                .await?
+            {
+                let notice = lost_node.map(|lost| {
+                    format!(
+                        "The session's previous node ({lost}) was lost: this is a fresh session on node {node}; its working directory, variables and jobs are gone."
+                    )
+                });
+                return Ok((node, notice));
+            }
+        }
+        Err(unavailable(
+            "the session's placement kept changing under concurrent writers".to_owned(),
+        ))
+    }
+
+    /// Sends one call to `node` and waits for its answer, the node's loss,
+    /// or the deadline.
+    async fn call(
+        &self,
+        node: &str,
+        op: Op,
+        deadline: Duration,
+    ) -> Result<serde_json::Value, Error> {
+        let inner = &self.cluster.inner;
+        let losses = inner.members.losses_of(node).unwrap_or(0);
+        let call = Call {
+            id: random_hex(16)?,
+            session: self.id.as_str().to_owned(),
+            op,
+        };
+        let payload = serde_json::to_vec(&call).map_err(|err| Error::InvalidRequest {
+            message: format!("encoding the call: {err}"),
+        })?;
+        let request = async_nats::Request::new()
+            .payload(Bytes::from(payload))
+            .timeout(Some(deadline));
+        let sent = inner.client.send_request(inner.names.calls(node), request);
+        let message = tokio::select! {
+            answer = sent => answer,
+            () = inner.members.lost_after(node, losses) => {
+                return Err(Error::NodeLost { node: node.to_owned() });
+            }
+        };
+        let message = match message {
+            Ok(message) => message,
+            Err(err) => {
+                return Err(match err.kind() {
+                    async_nats::RequestErrorKind::NoResponders => Error::NodeLost {
+                        node: node.to_owned(),
+                    },
+                    async_nats::RequestErrorKind::TimedOut => unavailable(format!(
+                        "node {node} did not answer within {} s",
+                        deadline.as_secs()
+                    )),
+                    _ => unavailable(format!("calling node {node}: {err}")),
+                });
+            }
+        };
+        let reply: Reply = serde_json::from_slice(&message.payload)
+            .map_err(|err| unavailable(format!("node {node} answered garbage: {err}")))?;
+        reply.result.map_err(Error::from)
+    }
+}
