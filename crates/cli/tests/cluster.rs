@@ -116,12 +116,12 @@ struct NodeProcess {
 
 impl NodeProcess {
     fn start(nats: &Nats, name: &str) -> NodeProcess {
-        Self::start_as(nats, name, false)
+        Self::start_as(nats, name, false, &[])
     }
 
     /// As [`NodeProcess::start`]; `unprivileged`: as uid 65534 (through
     /// `setpriv`, which execs the node in place) when the tests run as root.
-    fn start_as(nats: &Nats, name: &str, unprivileged: bool) -> NodeProcess {
+    fn start_as(nats: &Nats, name: &str, unprivileged: bool, extra: &[&str]) -> NodeProcess {
         let mark = format!("{name}-{}", std::process::id());
         let binary = env!("CARGO_BIN_EXE_shellvisor");
         let mut command = if unprivileged && rustix::process::getuid().is_root() {
@@ -148,6 +148,7 @@ impl NodeProcess {
                 "--heartbeat-ms",
                 "200",
             ])
+            .args(extra)
             .env("SV_TEST_NODE", &mark)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -249,7 +250,7 @@ async fn sessions_spread_keep_their_state_and_a_killed_node_answers_node_lost() 
     // its PID-namespace containment must take its processes down with it.
     let nodes: Vec<NodeProcess> = ["n1", "n2", "n3"]
         .iter()
-        .map(|name| NodeProcess::start_as(&nats, name, *name == "n1"))
+        .map(|name| NodeProcess::start_as(&nats, name, *name == "n1", &[]))
         .collect();
     let cluster = front_door(&nats, 3).await;
     let work = tempfile::tempdir().unwrap();
@@ -564,4 +565,161 @@ async fn a_frozen_node_is_lost_once_and_closes_what_moved_when_it_thaws() {
             "{id}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_told_to_stop_drains_finishing_what_it_runs() {
+    let nats = Nats::start();
+    let mut nodes: Vec<NodeProcess> = ["d1", "d2"]
+        .iter()
+        .map(|name| NodeProcess::start(&nats, name))
+        .collect();
+    let cluster = front_door(&nats, 2).await;
+    // Find a session on d1.
+    let mut on_d1 = None;
+    for i in 0..16 {
+        let id = format!("d{i}");
+        run_ok(&cluster, &id, "true").await;
+        let node = cluster
+            .node_of(&shellvisor::SessionId::from(id.as_str()))
+            .await
+            .unwrap();
+        if node.as_deref() == Some("d1") {
+            on_d1 = Some(id);
+            break;
+        }
+    }
+    let id = on_d1.expect("no session landed on d1");
+    let session = cluster.session(id.clone());
+    let running =
+        tokio::spawn(async move { session.run(request("sleep 5; echo finished", 60)).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    nodes[0].signal("TERM");
+    // The call in progress finishes (past the 3 s grace: a draining node
+    // goes on beating); then the node exits.
+    let result = running
+        .await
+        .unwrap()
+        .expect("a draining node finishes its calls")
+        .completed()
+        .unwrap();
+    assert_eq!(result.output.trim(), "finished");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let status = loop {
+        if let Some(status) = nodes[0].child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the drained node never exited");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert!(
+        nodes[0].descendants().is_empty(),
+        "the drained node left processes"
+    );
+    // New sessions go to the node that is left.
+    for i in 0..4 {
+        let id = format!("after{i}");
+        run_ok(&cluster, &id, "true").await;
+        let node = cluster
+            .node_of(&shellvisor::SessionId::from(id.as_str()))
+            .await
+            .unwrap();
+        assert_eq!(node.as_deref(), Some("d2"), "{id}");
+    }
+    nodes.clear();
+}
+
+/// Waits until `cluster` hears every node hold `sessions` sessions.
+async fn nodes_hold(cluster: &Cluster, sessions: &[(&str, usize)]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let nodes = cluster.nodes();
+        let held = sessions.iter().all(|(name, count)| {
+            nodes
+                .iter()
+                .any(|n| n.name == *name && n.sessions == *count && !n.lost)
+        });
+        if held {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nodes never held {sessions:?}: {nodes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_front_door_with_an_outdated_route_finds_the_session_where_it_moved() {
+    let nats = Nats::start();
+    let _nodes: Vec<NodeProcess> = ["m1", "m2"]
+        .iter()
+        .map(|name| NodeProcess::start_as(&nats, name, false, &["--max-sessions", "1"]))
+        .collect();
+    let a = front_door(&nats, 2).await;
+    let b = front_door(&nats, 2).await;
+    // Front door a places `s` (on m1: both are empty, the name breaks the tie).
+    run_ok(&a, "s", "export WHO=a").await;
+    let first = a.node_of(&"s".into()).await.unwrap().unwrap();
+    assert_eq!(first, "m1");
+    // Front door b closes it, fills m1 with another session (the cap is
+    // one), and opens `s` again: on m2.
+    b.session("s").close().await.unwrap();
+    nodes_hold(&b, &[("m1", 0), ("m2", 0)]).await;
+    run_ok(&b, "filler", "true").await;
+    assert_eq!(
+        b.node_of(&"filler".into()).await.unwrap().as_deref(),
+        Some("m1")
+    );
+    nodes_hold(&b, &[("m1", 1)]).await;
+    run_ok(&b, "s", "export WHO=b").await;
+    assert_eq!(b.node_of(&"s".into()).await.unwrap().as_deref(), Some("m2"));
+    // a still routes `s` to m1, which does not hold it and opens nothing
+    // there: a finds it on m2, with b's state.
+    let result = run_ok(&a, "s", "echo \"[$WHO]\"").await;
+    assert_eq!(result.output.trim(), "[b]");
+    let filler = run_ok(&b, "filler", "echo ok").await;
+    assert_eq!(filler.output.trim(), "ok", "m1 still holds only filler");
+}
+
+/// `shellvisor bench --nats` measures the NATS hop against the library and
+/// three nodes against one, in the same run.
+#[test]
+fn bench_measures_the_nats_hop_and_three_nodes_against_one() {
+    let output = Command::new(env!("CARGO_BIN_EXE_shellvisor"))
+        .args(["bench", "--quick", "--json", "--nats", "--nats-server"])
+        .arg(nats_server_binary())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let figures = report["figures"].as_array().unwrap();
+    let figure = |name: &str| {
+        figures
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no figure {name:?} in {figures:?}"))
+            .clone()
+    };
+    let hop = figure("NATS: warm `true` through one node p50");
+    let through = hop["value"].as_f64().unwrap();
+    let library = hop["baseline"]["value"].as_f64().unwrap();
+    assert!(through > library && library > 0.0, "{hop}");
+    let added = figure("NATS: the hop's added latency p50 (node minus library)");
+    assert!(
+        (added["value"].as_f64().unwrap() - (through - library)).abs() < 1.0,
+        "{added}"
+    );
+    let spread = figure("NATS: 48 sessions x 10 commands over 3 nodes");
+    assert!(spread["value"].as_f64().unwrap() > 0.0, "{spread}");
+    assert!(
+        spread["baseline"]["value"].as_f64().unwrap() > 0.0,
+        "{spread}"
+    );
 }

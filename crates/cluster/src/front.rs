@@ -22,7 +22,6 @@ use crate::wire::Names;
 use crate::wire::Op;
 use crate::wire::Placement;
 use crate::wire::Reply;
-use crate::wire::random_hex;
 use crate::wire::session_key;
 
 /// How long a call without a deadline of its own may take, and what a
@@ -62,7 +61,40 @@ struct Inner {
     names: Names,
     members: Members,
     placements: Placements,
+    /// Where this front door last placed or found each session: a call
+    /// skips the bucket while that node incarnation is live. A route gone
+    /// stale (another front door moved the session) is told by the node,
+    /// which opens a session only where the bucket places it.
+    routes: Routes,
     tasks: std::sync::Mutex<JoinSet<()>>,
+}
+
+/// Session -> (node, incarnation), as this front door last saw them.
+#[derive(Clone, Debug, Default)]
+struct Routes(Arc<std::sync::Mutex<std::collections::HashMap<SessionId, (String, String)>>>);
+
+impl Routes {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<SessionId, (String, String)>> {
+        // Every update is one insert, remove or retain.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Forgets every route to `node` (it was lost: its sessions move).
+    fn forget_node(&self, node: &str) {
+        self.lock().retain(|_, (n, _)| n != node);
+    }
+}
+
+impl Inner {
+    fn routes(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<SessionId, (String, String)>> {
+        self.routes.lock()
+    }
 }
 
 impl Drop for Inner {
@@ -118,10 +150,12 @@ impl Cluster {
                 }
             }
         });
+        let routes = Routes::default();
         tasks.spawn(watch_losses(
             client.clone(),
             members.clone(),
             placements.clone(),
+            routes.clone(),
             options.grace,
         ));
         let cluster = Cluster {
@@ -130,6 +164,7 @@ impl Cluster {
                 names,
                 members,
                 placements,
+                routes,
                 tasks: std::sync::Mutex::new(tasks),
             }),
         };
@@ -196,6 +231,7 @@ async fn watch_losses(
     client: async_nats::Client,
     members: Members,
     placements: Placements,
+    routes: Routes,
     grace: Duration,
 ) {
     let mut tick = tokio::time::interval((grace / 10).max(Duration::from_millis(20)));
@@ -213,6 +249,7 @@ async fn watch_losses(
         }
         for node in members.expire() {
             tracing::warn!(%node, "node lost: no heartbeat within the grace period");
+            routes.forget_node(&node);
             if let Err(err) = mark_lost(&placements, &node).await {
                 tracing::warn!(%node, %err, "could not mark the lost node's sessions");
             }
@@ -259,16 +296,10 @@ impl ClusterSession {
         let deadline = request
             .timeout
             .map_or(CALL_DEADLINE, |secs| Duration::from_secs(secs) + CALL_SLACK);
-        let (node, notice) = self.place().await?;
-        let value = self
-            .call(
-                &node,
-                Op::Run {
-                    request: Box::new(request),
-                },
-                deadline,
-            )
-            .await?;
+        let op = Op::Run {
+            request: Box::new(request),
+        };
+        let (value, notice) = self.routed(op, deadline).await?;
         let mut outcome: RunOutcome = serde_json::from_value(value)
             .map_err(|err| unavailable(format!("a node's answer: {err}")))?;
         if let (Some(notice), RunOutcome::Completed(result)) = (notice, &mut outcome) {
@@ -278,17 +309,49 @@ impl ClusterSession {
         Ok(outcome)
     }
 
+    /// Sends `op` to the session's node, placing the session first if it
+    /// has no live home. A node that does not hold the session and is not
+    /// its home in the bucket ran nothing: the route is read again, once.
+    async fn routed(
+        &self,
+        op: Op,
+        deadline: Duration,
+    ) -> Result<(serde_json::Value, Option<String>), Error> {
+        let inner = &self.cluster.inner;
+        let cached = inner
+            .routes()
+            .get(&self.id)
+            .filter(|(node, incarnation)| inner.members.is_live(node, incarnation))
+            .cloned();
+        let (node, notice) = match cached {
+            Some((node, _)) => (node, None),
+            None => self.place().await?,
+        };
+        let payload = Call::payload(self.id.as_str(), &op)?;
+        match self.call(&node, payload, deadline).await {
+            Err(err) if err.code() == shellvisor::ErrorCode::SessionNotFound => {
+                inner.routes().remove(&self.id);
+                let (node, notice) = self.place().await?;
+                let payload = Call::payload(self.id.as_str(), &op)?;
+                Ok((self.call(&node, payload, deadline).await?, notice))
+            }
+            answered => Ok((answered?, notice)),
+        }
+    }
+
     /// Closes the session on its node and forgets its placement.
     ///
     /// # Errors
     /// As [`ClusterSession::run`].
     pub async fn close(&self) -> Result<(), Error> {
         let inner = &self.cluster.inner;
+        inner.routes().remove(&self.id);
         let key = session_key(self.id.as_str());
         if let Some((Placement::On { node, incarnation }, _)) = inner.placements.read(&key).await?
             && inner.members.is_live(&node, &incarnation)
         {
-            self.call(&node, Op::Close, CALL_SLACK).await?;
+            let payload = Call::payload(self.id.as_str(), &Op::Close)?;
+            self.call(&node, payload, CALL_SLACK).await?;
         }
         inner.placements.remove(&key).await
     }
@@ -304,6 +367,9 @@ impl ClusterSession {
                 Some((Placement::On { node, incarnation }, _))
                     if inner.members.is_live(node, incarnation) =>
                 {
+                    inner
+                        .routes()
+                        .insert(self.id.clone(), (node.clone(), incarnation.clone()));
                     return Ok((node.clone(), None));
                 }
                 Some((Placement::On { node, .. } | Placement::Lost { node }, _)) => {
@@ -319,13 +385,16 @@ impl ClusterSession {
             };
             let placement = Placement::On {
                 node: node.clone(),
-                incarnation,
+                incarnation: incarnation.clone(),
             };
             if inner
                 .placements
                 .write(&key, &placement, read.map(|(_, revision)| revision))
                 .await?
             {
+                inner
+                    .routes()
+                    .insert(self.id.clone(), (node.clone(), incarnation));
                 let notice = lost_node.map(|lost| {
                     format!(
                         "The session's previous node ({lost}) was lost: this is a fresh session on node {node}; its working directory, variables and jobs are gone."
@@ -339,26 +408,18 @@ impl ClusterSession {
         ))
     }
 
-    /// Sends one call to `node` and waits for its answer, the node's loss,
-    /// or the deadline.
+    /// Sends one call (`payload`, a fresh call id each time) to `node` and
+    /// waits for its answer, the node's loss, or the deadline.
     async fn call(
         &self,
         node: &str,
-        op: Op,
+        payload: Bytes,
         deadline: Duration,
     ) -> Result<serde_json::Value, Error> {
         let inner = &self.cluster.inner;
         let losses = inner.members.losses_of(node).unwrap_or(0);
-        let call = Call {
-            id: random_hex(16)?,
-            session: self.id.as_str().to_owned(),
-            op,
-        };
-        let payload = serde_json::to_vec(&call).map_err(|err| Error::InvalidRequest {
-            message: format!("encoding the call: {err}"),
-        })?;
         let request = async_nats::Request::new()
-            .payload(Bytes::from(payload))
+            .payload(payload)
             .timeout(Some(deadline));
         let sent = inner.client.send_request(inner.names.calls(node), request);
         let message = tokio::select! {

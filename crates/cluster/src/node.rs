@@ -71,6 +71,9 @@ impl NodeOptions {
 pub struct Node {
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
+    /// The call loop (it ends once the node drains and its calls are done).
+    serving: tokio::task::JoinHandle<()>,
+    /// Heartbeats and the placement watch (they go on while it drains).
     tasks: JoinSet<()>,
 }
 
@@ -150,7 +153,7 @@ impl Node {
         });
         let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
-        tasks.spawn(serve(Arc::clone(&shared), calls, stopped.clone()));
+        let serving = tokio::spawn(serve(Arc::clone(&shared), calls));
         tasks.spawn(heartbeats(
             Arc::clone(&shared),
             options.heartbeat,
@@ -161,6 +164,7 @@ impl Node {
         Ok(Node {
             shared,
             stop,
+            serving,
             tasks,
         })
     }
@@ -170,27 +174,31 @@ impl Node {
         &self.shared.name
     }
 
-    /// Stops taking calls, tells the cluster it drains, lets the calls in
+    /// Stops taking calls and tells the cluster it drains (its heartbeats
+    /// go on, so nobody declares it lost meanwhile), lets the calls in
     /// progress finish (30 s at most), then shuts the runtime down.
     pub async fn drain(mut self) {
         self.shared.draining.send_replace(true);
+        beat(&self.shared).await;
+        if tokio::time::timeout(DRAIN_DEADLINE, &mut self.serving)
+            .await
+            .is_err()
+        {
+            tracing::warn!(node = %self.shared.name, "calls still running after the drain deadline");
+            self.serving.abort();
+        }
         let _ = self.stop.send(true);
-        let deadline = tokio::time::Instant::now() + DRAIN_DEADLINE;
-        while let Ok(Some(_)) = tokio::time::timeout_at(deadline, self.tasks.join_next()).await {}
-        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
         beat(&self.shared).await;
         let _ = self.shared.client.flush().await;
         self.shared.runtime.shutdown().await;
     }
 }
 
-/// Takes calls until stopped, each in its own task; on stop, unsubscribes
-/// and waits for the calls in progress.
-async fn serve(
-    shared: Arc<Shared>,
-    mut calls: async_nats::Subscriber,
-    mut stopped: watch::Receiver<bool>,
-) {
+/// Takes calls until the node drains, each in its own task; then
+/// unsubscribes and waits for the calls in progress.
+async fn serve(shared: Arc<Shared>, mut calls: async_nats::Subscriber) {
+    let mut stopped = shared.draining.subscribe();
     let mut running = JoinSet::new();
     loop {
         tokio::select! {
@@ -259,7 +267,21 @@ impl Shared {
         if draining {
             return Err(Error::ShuttingDown);
         }
-        {
+        let held = lock(&self.served).contains(id);
+        if !held {
+            // A session is opened only where the bucket places it: a front
+            // door with an outdated route learns it here, before anything ran.
+            let placed = self.placements.read(&session_key(id)).await?;
+            let ours = matches!(
+                &placed,
+                Some((Placement::On { node, incarnation }, _))
+                    if *node == self.name && *incarnation == self.incarnation
+            );
+            if !ours {
+                return Err(Error::SessionNotFound {
+                    id: format!("{id} (not placed on node {})", self.name),
+                });
+            }
             let mut served = lock(&self.served);
             if !served.contains(id) {
                 if self.max_sessions > 0 && served.len() >= self.max_sessions {

@@ -104,6 +104,28 @@ pub(crate) struct Call {
     pub(crate) op: Op,
 }
 
+impl Call {
+    /// A call of `op` on `session` with a fresh random id, encoded.
+    pub(crate) fn payload(session: &str, op: &Op) -> Result<bytes::Bytes, Error> {
+        #[derive(Serialize)]
+        struct Outgoing<'a> {
+            id: String,
+            session: &'a str,
+            op: &'a Op,
+        }
+        let call = Outgoing {
+            id: random_hex(16)?,
+            session,
+            op,
+        };
+        serde_json::to_vec(&call)
+            .map(bytes::Bytes::from)
+            .map_err(|err| Error::InvalidRequest {
+                message: format!("encoding the call: {err}"),
+            })
+    }
+}
+
 /// What a call asks.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]

@@ -46,6 +46,10 @@ pub struct BenchOptions {
     pub interfaces: Option<PathBuf>,
     /// Finished jobs retained in the session whose job list is timed.
     pub retained_jobs: usize,
+    /// The `nats-server` binary for the NATS figures (none: they are left
+    /// out; they also need [`BenchOptions::interfaces`], the binary started
+    /// as `node`).
+    pub nats_server: Option<PathBuf>,
 }
 
 impl Default for BenchOptions {
@@ -59,6 +63,7 @@ impl Default for BenchOptions {
             timeouts: 5,
             interfaces: None,
             retained_jobs: 1000,
+            nats_server: None,
         }
     }
 }
@@ -75,6 +80,7 @@ impl BenchOptions {
             timeouts: 2,
             interfaces: None,
             retained_jobs: 200,
+            nats_server: None,
         }
     }
 }
@@ -347,6 +353,19 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
         .await
         .map_err(err)??;
         report.figures.extend(measured.figures);
+    }
+
+    // The NATS hop and several nodes.
+    if let (Some(exe), Some(nats_server)) =
+        (options.interfaces.clone(), options.nats_server.clone())
+    {
+        progress("NATS (a node's hop, three nodes against one)");
+        let run = crate::cluster::ClusterRun {
+            exe,
+            nats_server,
+            round_trips: options.round_trips,
+        };
+        crate::cluster::cluster(&mut report, &run).await?;
     }
 
     // Output throughput into the Sink and artifact.

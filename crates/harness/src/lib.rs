@@ -9,6 +9,7 @@
 
 mod baseline;
 mod bench;
+mod cluster;
 mod cpu;
 mod interfaces;
 mod line_client;

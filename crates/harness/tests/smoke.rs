@@ -17,6 +17,8 @@ async fn a_tiny_run_reports_every_figure() {
         // The interfaces are measured through the binary (the CLI's tests).
         interfaces: None,
         retained_jobs: 10,
+        // So are the NATS figures (crates/cli/tests/cli.rs).
+        nats_server: None,
     };
     let stages = std::sync::Mutex::new(Vec::new());
     let report = shellvisor_harness::run(&options, |stage| {
