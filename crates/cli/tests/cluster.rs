@@ -723,3 +723,75 @@ fn bench_measures_the_nats_hop_and_three_nodes_against_one() {
         "{spread}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jobs_are_read_waited_and_killed_on_their_node_and_read_as_lost_with_it() {
+    let nats = Nats::start();
+    let nodes: Vec<NodeProcess> = ["j1", "j2"]
+        .iter()
+        .map(|name| NodeProcess::start(&nats, name))
+        .collect();
+    let cluster = front_door(&nats, 2).await;
+    let session = cluster.session("jobs");
+    let background = |command: &str| {
+        let mut request = request(command, 120);
+        request.run_async = true;
+        request
+    };
+    let first = session
+        .run(background("sleep 30"))
+        .await
+        .unwrap()
+        .backgrounded()
+        .expect("an async run is a background job");
+    let info = session.job(&first.job_id).await.unwrap();
+    assert_eq!(info.job_id, first.job_id);
+    assert!(
+        matches!(info.state, shellvisor::JobStatus::Running),
+        "{:?}",
+        info.state
+    );
+    session.kill(&first.job_id).await.unwrap();
+    let killed = session
+        .wait(&first.job_id, Duration::from_secs(20))
+        .await
+        .unwrap()
+        .expect("a killed job has a result");
+    assert!(killed.killed, "{killed:?}");
+    let page = session
+        .jobs_page(shellvisor::JobQuery::default())
+        .await
+        .unwrap();
+    assert!(page.jobs.iter().any(|j| j.job_id == first.job_id));
+
+    // The session's node dies with a job running: its jobs read as lost.
+    let second = session
+        .run(background("sleep 30"))
+        .await
+        .unwrap()
+        .backgrounded()
+        .unwrap();
+    let home = cluster.node_of(&"jobs".into()).await.unwrap().unwrap();
+    let victim = nodes.iter().find(|n| n.name == home).unwrap();
+    victim.signal("KILL");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cluster.nodes().iter().any(|n| n.name == home && n.lost) {
+        assert!(
+            Instant::now() < deadline,
+            "the node was never declared lost"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let err = session.job(&second.job_id).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NodeLost, "{err}");
+    let err = session
+        .wait(&second.job_id, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NodeLost, "{err}");
+    // The next run starts afresh elsewhere; the old job is gone for good.
+    let result = run_ok(&cluster, "jobs", "true").await;
+    assert!(result.notices.iter().any(|n| n.contains("was lost")));
+    let err = session.job(&second.job_id).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::JobNotFound, "{err}");
+}

@@ -7,8 +7,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use shellvisor::Error;
+use shellvisor::JobId;
+use shellvisor::JobInfo;
+use shellvisor::JobPage;
+use shellvisor::JobQuery;
 use shellvisor::RunOutcome;
 use shellvisor::RunRequest;
+use shellvisor::RunResult;
 use shellvisor::SessionId;
 use tokio::task::JoinSet;
 
@@ -221,6 +226,11 @@ impl Cluster {
     }
 }
 
+/// A node's answer as `T`.
+fn decode<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, Error> {
+    serde_json::from_value(value).map_err(|err| unavailable(format!("a node's answer: {err}")))
+}
+
 /// Marks silent nodes lost, and marks their sessions' placements lost so
 /// that their next call starts afresh on a live node (and the node, if it
 /// comes back, closes them). While the front door itself is cut off from
@@ -337,6 +347,100 @@ impl ClusterSession {
             }
             answered => Ok((answered?, notice)),
         }
+    }
+
+    /// A job's state, as [`shellvisor::Session::job`] gives it.
+    ///
+    /// # Errors
+    /// `job_not_found`; `node_lost` when the session's node was lost (its
+    /// jobs went with it); as [`ClusterSession::run`].
+    pub async fn job(&self, job_id: &JobId) -> Result<JobInfo, Error> {
+        let op = Op::Job {
+            job_id: job_id.to_string(),
+        };
+        decode(self.on_home(op, CALL_SLACK).await?)
+    }
+
+    /// A page of the session's jobs, as [`shellvisor::Session::jobs_page`].
+    ///
+    /// # Errors
+    /// As [`ClusterSession::job`].
+    pub async fn jobs_page(&self, query: JobQuery) -> Result<JobPage, Error> {
+        decode(self.on_home(Op::Jobs { query }, CALL_SLACK).await?)
+    }
+
+    /// Waits up to `timeout` for a job's result, as
+    /// [`shellvisor::Session::wait`] does (`None`: still running).
+    ///
+    /// # Errors
+    /// As [`ClusterSession::job`].
+    pub async fn wait(
+        &self,
+        job_id: &JobId,
+        timeout: Duration,
+    ) -> Result<Option<RunResult>, Error> {
+        let op = Op::Wait {
+            job_id: job_id.to_string(),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        };
+        decode(self.on_home(op, timeout + CALL_SLACK).await?)
+    }
+
+    /// Kills a job, as [`shellvisor::Session::kill`] does.
+    ///
+    /// # Errors
+    /// As [`ClusterSession::job`].
+    pub async fn kill(&self, job_id: &JobId) -> Result<(), Error> {
+        let op = Op::Kill {
+            job_id: job_id.to_string(),
+        };
+        decode(self.on_home(op, CALL_SLACK).await?)
+    }
+
+    /// Sends `op` to the session's current home without placing it: a
+    /// session never placed has no jobs, and one whose node was lost lost
+    /// them (`node_lost`, until its next run starts it afresh).
+    async fn on_home(&self, op: Op, deadline: Duration) -> Result<serde_json::Value, Error> {
+        let inner = &self.cluster.inner;
+        let cached = inner
+            .routes()
+            .get(&self.id)
+            .filter(|(node, incarnation)| inner.members.is_live(node, incarnation))
+            .map(|(node, _)| node.clone());
+        if let Some(node) = cached {
+            let payload = Call::payload(self.id.as_str(), &op)?;
+            match self.call(&node, payload, deadline).await {
+                // An outdated route: the node ran nothing; ask the bucket.
+                Err(err) if err.code() == shellvisor::ErrorCode::SessionNotFound => {
+                    inner.routes().remove(&self.id);
+                }
+                answered => return answered,
+            }
+        }
+        let node = match inner
+            .placements
+            .read(&session_key(self.id.as_str()))
+            .await?
+        {
+            Some((Placement::On { node, incarnation }, _))
+                if inner.members.is_live(&node, &incarnation) =>
+            {
+                inner
+                    .routes()
+                    .insert(self.id.clone(), (node.clone(), incarnation));
+                node
+            }
+            Some((Placement::On { node, .. } | Placement::Lost { node }, _)) => {
+                return Err(Error::NodeLost { node });
+            }
+            None => {
+                return Err(Error::SessionNotFound {
+                    id: self.id.to_string(),
+                });
+            }
+        };
+        let payload = Call::payload(self.id.as_str(), &op)?;
+        self.call(&node, payload, deadline).await
     }
 
     /// Closes the session on its node and forgets its placement.

@@ -9,6 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use shellvisor::Error;
+use shellvisor::JobId;
 use shellvisor::Runtime;
 use shellvisor::SessionId;
 use tokio::sync::watch;
@@ -249,14 +250,28 @@ impl Shared {
         match call.op {
             Op::Run { request } => {
                 let session = self.open(&call.session).await?;
-                let outcome = session.run(*request).await?;
-                serde_json::to_value(outcome).map_err(|err| Error::InvalidRequest {
-                    message: format!("encoding the result: {err}"),
-                })
+                encode(session.run(*request).await?)
             }
             Op::Close => {
                 self.close(&call.session).await;
                 Ok(serde_json::Value::Null)
+            }
+            Op::Job { job_id } => {
+                let session = self.open(&call.session).await?;
+                encode(session.job(&JobId::new(job_id)).await?)
+            }
+            Op::Jobs { query } => {
+                let session = self.open(&call.session).await?;
+                encode(session.jobs_page(query).await?)
+            }
+            Op::Wait { job_id, timeout_ms } => {
+                let session = self.open(&call.session).await?;
+                let timeout = Duration::from_millis(timeout_ms);
+                encode(session.wait(&JobId::new(job_id), timeout).await?)
+            }
+            Op::Kill { job_id } => {
+                let session = self.open(&call.session).await?;
+                encode(session.kill(&JobId::new(job_id)).await?)
             }
         }
     }
@@ -307,6 +322,13 @@ impl Shared {
             self.runtime.close_session(SessionId::from(id)).await;
         }
     }
+}
+
+/// An answer as JSON.
+fn encode(value: impl serde::Serialize) -> Result<serde_json::Value, Error> {
+    serde_json::to_value(value).map_err(|err| Error::InvalidRequest {
+        message: format!("encoding the answer: {err}"),
+    })
 }
 
 /// Publishes a heartbeat every `every` until stopped.

@@ -134,6 +134,14 @@ pub(crate) enum Op {
     Run { request: Box<RunRequest> },
     /// Close the session.
     Close,
+    /// One job's state.
+    Job { job_id: String },
+    /// A page of the session's jobs.
+    Jobs { query: shellvisor::JobQuery },
+    /// Wait up to `timeout_ms` for a job's result.
+    Wait { job_id: String, timeout_ms: u64 },
+    /// Kill a job.
+    Kill { job_id: String },
 }
 
 /// A node's answer to a call.
