@@ -795,3 +795,43 @@ async fn jobs_are_read_waited_and_killed_on_their_node_and_read_as_lost_with_it(
     let err = session.job(&second.job_id).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::JobNotFound, "{err}");
 }
+
+/// Two tenants on one NATS server, each with its own subject prefix: a front
+/// door sees only its tenant's nodes and reaches only its sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tenants_with_their_own_prefix_cannot_reach_each_other() {
+    let nats = Nats::start();
+    let _a = NodeProcess::start_as(&nats, "ta", false, &["--nats-prefix", "tenant-a.sv"]);
+    let _b = NodeProcess::start_as(&nats, "tb", false, &["--nats-prefix", "tenant-b.sv"]);
+    let door = |prefix: &str| {
+        let mut options = ClusterOptions::new(nats.url());
+        options.nats.prefix = prefix.to_owned();
+        Cluster::connect(options)
+    };
+    let a = door("tenant-a.sv").await.unwrap();
+    let b = door("tenant-b.sv").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while a.nodes().len() + b.nodes().len() < 2 {
+        assert!(Instant::now() < deadline, "nodes never heard");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let names = |c: &Cluster| c.nodes().into_iter().map(|n| n.name).collect::<Vec<_>>();
+    assert_eq!(names(&a), vec!["ta"]);
+    assert_eq!(names(&b), vec!["tb"]);
+    // The same session id is two sessions, one per tenant.
+    run_ok(&a, "shared-id", "export WHO=a").await;
+    let seen = run_ok(&b, "shared-id", "echo \"[$WHO]\"").await;
+    assert_eq!(seen.output.trim(), "[]");
+    assert_eq!(
+        a.node_of(&"shared-id".into()).await.unwrap().as_deref(),
+        Some("ta")
+    );
+    assert_eq!(
+        b.node_of(&"shared-id".into()).await.unwrap().as_deref(),
+        Some("tb")
+    );
+    // A tenant with no node of its own gets none of the others'.
+    let c = door("tenant-c.sv").await.unwrap();
+    let err = c.session("x").run(request("true", 10)).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ClusterUnavailable, "{err}");
+}
