@@ -167,6 +167,101 @@ async fn throughput(cluster: &Cluster, prefix: &str) -> std::io::Result<f64> {
     Ok((SESSIONS * COMMANDS) as f64 / wall.as_secs_f64())
 }
 
+/// One of three nodes gets SIGKILL while each of its sessions runs `sleep
+/// 30` and the other nodes' sessions run `true` in a loop: how soon the
+/// killed node's calls answer `node_lost`, and the others' p99 while it
+/// happens against their p99 before.
+async fn node_loss(
+    report: &mut Report,
+    cluster: &Cluster,
+    nodes: &mut Vec<Process>,
+) -> std::io::Result<()> {
+    let sessions: Vec<_> = (0..24)
+        .map(|i| cluster.session(format!("loss-{i}")))
+        .collect();
+    for session in &sessions {
+        session.run(RunRequest::new("true")).await.map_err(err)?;
+    }
+    let mut victims = Vec::new();
+    let mut survivors = Vec::new();
+    for session in sessions {
+        match cluster.node_of(session.id()).await.map_err(err)?.as_deref() {
+            Some("bench-1") => victims.push(session),
+            _ => survivors.push(session),
+        }
+    }
+    if victims.is_empty() || survivors.is_empty() {
+        return Err(err("the sessions did not spread over the nodes"));
+    }
+    let started = Instant::now();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut loops = tokio::task::JoinSet::new();
+    for session in survivors {
+        let stop = std::sync::Arc::clone(&stop);
+        loops.spawn(async move {
+            let mut timed = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let at = Instant::now();
+                session.run(RunRequest::new("true")).await.map_err(err)?;
+                timed.push((at, at.elapsed()));
+            }
+            Ok::<_, std::io::Error>(timed)
+        });
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut sleeping = tokio::task::JoinSet::new();
+    for session in victims {
+        sleeping.spawn(async move {
+            let mut request = RunRequest::new("sleep 30");
+            request.timeout = Some(60);
+            session.run(request).await
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let victim = nodes.remove(0);
+    let killed_at = Instant::now();
+    let _ = Command::new("kill")
+        .arg("-KILL")
+        .arg(victim.child.id().to_string())
+        .status();
+    let mut worst = Duration::ZERO;
+    while let Some(done) = sleeping.join_next().await {
+        match done.map_err(err)? {
+            Err(e) if e.code() == shellvisor::ErrorCode::NodeLost => {
+                worst = worst.max(killed_at.elapsed());
+            }
+            other => return Err(err(format!("a call on the killed node answered {other:?}"))),
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut before, mut during) = (Samples::default(), Samples::default());
+    while let Some(done) = loops.join_next().await {
+        for (at, took) in done.map_err(err)?? {
+            if at < killed_at && at > started + Duration::from_millis(500) {
+                before.push(took);
+            } else if at >= killed_at {
+                during.push(took);
+            }
+        }
+    }
+    drop(victim);
+    report.add(time(
+        "NATS: a killed node's calls answer node_lost after (worst)",
+        us(worst),
+        None,
+        Some(("within 5 s".to_owned(), worst < Duration::from_secs(5))),
+    ));
+    let ratio = us(during.p99()) / us(before.p99()).max(1.0);
+    report.add(time(
+        "NATS: the other nodes' `true` p99 while a node is killed",
+        us(during.p99()),
+        Some(("their p99 before", us(before.p99()))),
+        Some(("at most 1.5x before".to_owned(), ratio <= 1.5)),
+    ));
+    Ok(())
+}
+
 /// The NATS figures.
 pub(crate) async fn cluster(report: &mut Report, run: &ClusterRun) -> std::io::Result<()> {
     let store = tempfile::tempdir()?;
@@ -233,6 +328,7 @@ pub(crate) async fn cluster(report: &mut Report, run: &ClusterRun) -> std::io::R
         Some(("the same on 1 node", one)),
         None,
     ));
+    node_loss(report, &cluster, &mut nodes).await?;
     report.notes.push(format!(
         "NATS: the three nodes share this machine's {} CPUs with nats-server and the front door",
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
