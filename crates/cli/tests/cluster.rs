@@ -722,6 +722,17 @@ fn bench_measures_the_nats_hop_and_three_nodes_against_one() {
         spread["baseline"]["value"].as_f64().unwrap() > 0.0,
         "{spread}"
     );
+    // A node killed mid-run: its calls answer node_lost (the figure is the
+    // worst delay), the others' p99 against their p99 before.
+    let lost = figure("NATS: a killed node's calls answer node_lost after (worst)");
+    let worst = lost["value"].as_f64().unwrap();
+    assert!(worst > 0.0 && worst < 10e6, "{lost}");
+    let others = figure("NATS: the other nodes' `true` p99 while a node is killed");
+    assert!(others["value"].as_f64().unwrap() > 0.0, "{others}");
+    assert!(
+        others["baseline"]["value"].as_f64().unwrap() > 0.0,
+        "{others}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
