@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::path::PathBuf;
 use std::process::Child;
@@ -123,21 +125,7 @@ impl NodeProcess {
     /// `setpriv`, which execs the node in place) when the tests run as root.
     fn start_as(nats: &Nats, name: &str, unprivileged: bool, extra: &[&str]) -> NodeProcess {
         let mark = format!("{name}-{}", std::process::id());
-        let binary = env!("CARGO_BIN_EXE_shellvisor");
-        let mut command = if unprivileged && rustix::process::getuid().is_root() {
-            let mut command = Command::new("setpriv");
-            command.args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--",
-                binary,
-            ]);
-            command.env("HOME", "/tmp");
-            command
-        } else {
-            Command::new(binary)
-        };
+        let mut command = common::shellvisor_as(unprivileged);
         let child = command
             .args([
                 "node",
@@ -173,34 +161,11 @@ impl NodeProcess {
 
     /// Live processes this node started (bash, commands), itself excluded.
     fn descendants(&self) -> Vec<u32> {
-        let needle = format!("SV_TEST_NODE={}", self.mark);
-        let mut found = Vec::new();
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if pid == self.child.id() {
-                continue;
-            }
-            let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-                continue;
-            };
-            if !environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
-                continue;
-            }
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, r)| r.trim_start().chars().next());
-            if state.is_some_and(|s| s != 'Z') {
-                found.push(pid);
-            }
-        }
-        found
+        common::marked(&format!("SV_TEST_NODE={}", self.mark))
+            .into_iter()
+            .map(|(pid, _)| pid)
+            .filter(|pid| *pid != self.child.id())
+            .collect()
     }
 }
 

@@ -8,6 +8,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::marked;
+
 use std::io::BufRead;
 use std::io::BufReader;
 use std::io::Write;
@@ -23,36 +27,6 @@ const ROUNDS: usize = 10;
 /// the setsid grandchild, the daemon, and the terminal's two sleeps.
 const PER_SESSION: usize = 6;
 
-/// Live (non-zombie) processes whose environment holds `needle`.
-fn marked(needle: &str) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        if !environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
-            continue;
-        }
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.trim_start().chars().next());
-        if state == Some('Z') || state.is_none() {
-            continue;
-        }
-        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
-    }
-    found
-}
-
 fn send(server: &mut Child, id: usize, method: &str, params: serde_json::Value) {
     let line = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     let stdin = server.stdin.as_mut().unwrap();
@@ -63,21 +37,7 @@ fn send(server: &mut Child, id: usize, method: &str, params: serde_json::Value) 
 /// The server, run as the tests' user or, with `unprivileged`, as uid 65534
 /// when the tests run as root (an unprivileged user runs it as itself).
 fn server_command(unprivileged: bool) -> Command {
-    let binary = env!("CARGO_BIN_EXE_shellvisor");
-    let mut command = if unprivileged && rustix::process::getuid().is_root() {
-        let mut command = Command::new("setpriv");
-        command.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            binary,
-        ]);
-        command.env("HOME", "/tmp");
-        command
-    } else {
-        Command::new(binary)
-    };
+    let mut command = common::shellvisor_as(unprivileged);
     command.arg("serve");
     command
 }

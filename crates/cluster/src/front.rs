@@ -95,10 +95,13 @@ impl Routes {
 }
 
 impl Inner {
-    fn routes(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<SessionId, (String, String)>> {
-        self.routes.lock()
+    /// The node this front door routes `id` to, while that incarnation is live.
+    fn live_route(&self, id: &SessionId) -> Option<String> {
+        self.routes
+            .lock()
+            .get(id)
+            .filter(|(node, incarnation)| self.members.is_live(node, incarnation))
+            .map(|(node, _)| node.clone())
     }
 }
 
@@ -328,19 +331,14 @@ impl ClusterSession {
         deadline: Duration,
     ) -> Result<(serde_json::Value, Option<String>), Error> {
         let inner = &self.cluster.inner;
-        let cached = inner
-            .routes()
-            .get(&self.id)
-            .filter(|(node, incarnation)| inner.members.is_live(node, incarnation))
-            .cloned();
-        let (node, notice) = match cached {
-            Some((node, _)) => (node, None),
+        let (node, notice) = match inner.live_route(&self.id) {
+            Some(node) => (node, None),
             None => self.place().await?,
         };
         let payload = Call::payload(self.id.as_str(), &op)?;
         match self.call(&node, payload, deadline).await {
             Err(err) if err.code() == shellvisor::ErrorCode::SessionNotFound => {
-                inner.routes().remove(&self.id);
+                inner.routes.lock().remove(&self.id);
                 let (node, notice) = self.place().await?;
                 let payload = Call::payload(self.id.as_str(), &op)?;
                 Ok((self.call(&node, payload, deadline).await?, notice))
@@ -402,17 +400,12 @@ impl ClusterSession {
     /// them (`node_lost`, until its next run starts it afresh).
     async fn on_home(&self, op: Op, deadline: Duration) -> Result<serde_json::Value, Error> {
         let inner = &self.cluster.inner;
-        let cached = inner
-            .routes()
-            .get(&self.id)
-            .filter(|(node, incarnation)| inner.members.is_live(node, incarnation))
-            .map(|(node, _)| node.clone());
-        if let Some(node) = cached {
+        if let Some(node) = inner.live_route(&self.id) {
             let payload = Call::payload(self.id.as_str(), &op)?;
             match self.call(&node, payload, deadline).await {
                 // An outdated route: the node ran nothing; ask the bucket.
                 Err(err) if err.code() == shellvisor::ErrorCode::SessionNotFound => {
-                    inner.routes().remove(&self.id);
+                    inner.routes.lock().remove(&self.id);
                 }
                 answered => return answered,
             }
@@ -426,7 +419,8 @@ impl ClusterSession {
                 if inner.members.is_live(&node, &incarnation) =>
             {
                 inner
-                    .routes()
+                    .routes
+                    .lock()
                     .insert(self.id.clone(), (node.clone(), incarnation));
                 node
             }
@@ -449,7 +443,7 @@ impl ClusterSession {
     /// As [`ClusterSession::run`].
     pub async fn close(&self) -> Result<(), Error> {
         let inner = &self.cluster.inner;
-        inner.routes().remove(&self.id);
+        inner.routes.lock().remove(&self.id);
         let key = session_key(self.id.as_str());
         if let Some((Placement::On { node, incarnation }, _)) = inner.placements.read(&key).await?
             && inner.members.is_live(&node, &incarnation)
@@ -472,7 +466,8 @@ impl ClusterSession {
                     if inner.members.is_live(node, incarnation) =>
                 {
                     inner
-                        .routes()
+                        .routes
+                        .lock()
                         .insert(self.id.clone(), (node.clone(), incarnation.clone()));
                     return Ok((node.clone(), None));
                 }
@@ -497,7 +492,8 @@ impl ClusterSession {
                 .await?
             {
                 inner
-                    .routes()
+                    .routes
+                    .lock()
                     .insert(self.id.clone(), (node.clone(), incarnation));
                 let notice = lost_node.map(|lost| {
                     format!(
