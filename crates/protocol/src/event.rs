@@ -1,11 +1,16 @@
 //! Events a session publishes to its subscribers.
 
 use bytes::Bytes;
+use serde::Deserialize;
+use serde::Serialize;
 
 use crate::JobId;
 
 /// Something that happened in a session, delivered to subscribers in order.
-#[derive(Clone, Debug, PartialEq)]
+/// Serialized (as between a cluster's nodes and front doors) with an
+/// `event` tag in snake case and bytes as base64.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SessionEvent {
     /// A run started.
@@ -22,6 +27,7 @@ pub enum SessionEvent {
         /// Byte offset of `data` in the run's raw output stream.
         offset: u64,
         /// Raw bytes, byte-exact (stdout and stderr merged in arrival order).
+        #[serde(with = "base64_bytes")]
         data: Bytes,
     },
     /// The flood guard left out streamed output of a run (it printed faster
@@ -71,15 +77,72 @@ pub enum SessionEvent {
     },
 }
 
-/// Raw output of a job, read by byte offset.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Raw output of a job, read by byte offset (serialized with the bytes as
+/// base64).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputChunk {
     /// Offset of `data` in the job's raw output.
     pub offset: u64,
     /// The bytes (empty at or past the end).
+    #[serde(with = "base64_bytes")]
     pub data: Bytes,
     /// Bytes the job has produced so far.
     pub total_bytes: u64,
     /// Whether the output has ended (no more bytes will arrive).
     pub closed: bool,
+}
+
+/// Bytes as a base64 string.
+mod base64_bytes {
+    use base64::Engine;
+    use bytes::Bytes;
+    use serde::Deserialize;
+
+    pub(crate) fn serialize<S: serde::Serializer>(bytes: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    pub(crate) fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        let text = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map(Bytes::from)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn events_and_chunks_round_trip_with_their_bytes_exact() {
+        let raw = Bytes::from_static(b"\x00\xffbinary\n");
+        let event = SessionEvent::Output {
+            job_id: JobId::new("job_1"),
+            offset: 7,
+            data: raw.clone(),
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["event"], "output");
+        assert_eq!(json["data"], "AP9iaW5hcnkK");
+        assert_eq!(serde_json::from_value::<SessionEvent>(json).unwrap(), event);
+        let chunk = OutputChunk {
+            offset: 0,
+            data: raw,
+            total_bytes: 9,
+            closed: true,
+        };
+        let back: OutputChunk =
+            serde_json::from_str(&serde_json::to_string(&chunk).unwrap()).unwrap();
+        assert_eq!(back, chunk);
+        assert!(
+            serde_json::from_str::<OutputChunk>(
+                r#"{"offset":0,"data":"not base64!","total_bytes":0,"closed":false}"#
+            )
+            .is_err()
+        );
+    }
 }

@@ -21,13 +21,17 @@ pub mod acp;
 #[cfg(feature = "chaos")]
 pub mod chaos;
 pub mod pty;
+pub mod remote;
 mod runtime;
 mod session;
 mod snapshot;
 
 pub use pty::PtyHandle;
+pub use remote::RemoteSession;
+pub use remote::RemoteSessions;
 pub use runtime::Runtime;
 pub use runtime::RuntimeBuilder;
+pub use session::EventSender;
 pub use session::RunHandle;
 pub use session::Session;
 pub use session::Subscription;

@@ -11,8 +11,8 @@
 use std::time::Duration;
 use std::time::Instant;
 
-use ractor::RpcReplyPort;
-use shellvisor_actor_pty::PtyCall;
+use shellvisor_protocol::Error;
+use shellvisor_protocol::ErrorCode;
 use shellvisor_protocol::JobId;
 use shellvisor_protocol::PtyState;
 use shellvisor_protocol::Result;
@@ -27,6 +27,8 @@ pub use shellvisor_process::pty::Terminal;
 pub use shellvisor_process::pty::TerminalControl;
 
 use crate::Session;
+use crate::remote::PtyAnswer;
+use crate::remote::PtyRequest;
 
 /// A job running on a pseudo-terminal: type into it, press keys, resize it,
 /// read its rendered screen, wait for it. Cheap to clone.
@@ -81,7 +83,7 @@ impl PtyHandle {
     /// terminal, `job_not_found`.
     pub async fn write(&self, input: impl AsRef<[u8]>) -> Result<()> {
         let bytes = input.as_ref().to_vec();
-        self.call(|reply| PtyCall::Write { bytes, reply }).await
+        self.call(PtyRequest::Write { bytes }).await.map(drop)
     }
 
     /// Presses a named key: `Enter`, `Tab`, `Esc`, `Backspace`, arrows,
@@ -92,7 +94,7 @@ impl PtyHandle {
     /// `invalid_request` for an unknown key name, and as [`PtyHandle::write`].
     pub async fn key(&self, name: &str) -> Result<()> {
         let name = name.to_owned();
-        self.call(|reply| PtyCall::Key { name, reply }).await
+        self.call(PtyRequest::Key { name }).await.map(drop)
     }
 
     /// Resizes the terminal (clamped to 20..=400 columns, 5..=200 rows); the
@@ -102,7 +104,10 @@ impl PtyHandle {
     /// `input_rejected` once the program has exited.
     pub async fn resize(&self, cols: u16, rows: u16) -> Result<TerminalSize> {
         let size = TerminalSize { cols, rows };
-        self.call(|reply| PtyCall::Resize { size, reply }).await
+        match self.call(PtyRequest::Resize { size }).await? {
+            PtyAnswer::Size { size } => Ok(size),
+            other => Err(mismatch(&other)),
+        }
     }
 
     /// The screen as the terminal emulator renders it (still available after
@@ -111,7 +116,10 @@ impl PtyHandle {
     /// # Errors
     /// `not_interactive`, `job_not_found`.
     pub async fn screen(&self) -> Result<Screen> {
-        self.call(PtyCall::Screen).await
+        match self.call(PtyRequest::Screen).await? {
+            PtyAnswer::Screen { screen } => Ok(screen),
+            other => Err(mismatch(&other)),
+        }
     }
 
     /// Running, awaiting input, or exited.
@@ -119,7 +127,10 @@ impl PtyHandle {
     /// # Errors
     /// `not_interactive`, `job_not_found`.
     pub async fn state(&self) -> Result<PtyState> {
-        self.call(PtyCall::State).await
+        match self.call(PtyRequest::State).await? {
+            PtyAnswer::State { state } => Ok(state),
+            other => Err(mismatch(&other)),
+        }
     }
 
     /// Waits up to `timeout` until the program waits for input. Returns
@@ -172,10 +183,22 @@ impl PtyHandle {
         self.session.kill(&self.job_id).await
     }
 
-    async fn call<T: Send + 'static>(
-        &self,
-        call: impl FnOnce(RpcReplyPort<Result<T>>) -> PtyCall,
-    ) -> Result<T> {
-        self.session.pty_call(&self.job_id, call).await
+    /// One call on the terminal as a [`PtyRequest`] (what a
+    /// [`RemoteSession`](crate::RemoteSession) forwards); the methods above
+    /// are the typed forms.
+    ///
+    /// # Errors
+    /// As the method of the same kind.
+    pub async fn call(&self, request: PtyRequest) -> Result<PtyAnswer> {
+        self.session.pty_call(&self.job_id, request).await
+    }
+}
+
+/// A terminal call answered with another call's answer (a remote session
+/// out of step with this one).
+fn mismatch(answer: &PtyAnswer) -> Error {
+    Error::Remote {
+        code: ErrorCode::InvalidRequest,
+        message: format!("a terminal call got an answer of another kind: {answer:?}"),
     }
 }

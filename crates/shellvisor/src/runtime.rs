@@ -39,6 +39,7 @@ use shellvisor_run::ClientTerminals;
 use shellvisor_run::RuntimeContext;
 use shellvisor_run::Warnings;
 
+use crate::remote::RemoteSessions;
 use crate::session::Session;
 
 /// How long shutdown waits for sessions to close before killing what is left.
@@ -66,6 +67,8 @@ pub(crate) struct RuntimeInner {
     shut_down: AtomicBool,
     /// Where artifacts go (the directory itself is the supervisor's).
     artifacts_dir: PathBuf,
+    /// Where the sessions live when they are not in this process.
+    remote: Option<Arc<dyn RemoteSessions>>,
 }
 
 /// Builds a [`Runtime`] with host extensions, such as resolvers for internal
@@ -76,6 +79,7 @@ pub struct RuntimeBuilder {
     resolvers: Vec<Arc<dyn UrlResolver>>,
     pty_backend: Arc<dyn PtyBackend>,
     client_terminals: Option<Arc<dyn ClientTerminals>>,
+    remote: Option<Arc<dyn RemoteSessions>>,
 }
 
 /// Name prefix of a runtime's private directory (scripts, FIFOs, sessions).
@@ -119,6 +123,18 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Serves every session from `sessions` (another process: a cluster's
+    /// nodes) instead of this runtime's own actors. [`Runtime::session`]
+    /// then opens or finds the session there and returns the same
+    /// [`Session`] handle, whose calls all go there; what runs, and under
+    /// which limits, is the other process's. This runtime itself starts no
+    /// shell; [`Runtime::shutdown`] closes the remote sessions it opened.
+    #[must_use]
+    pub fn remote_sessions(mut self, sessions: impl RemoteSessions) -> Self {
+        self.remote = Some(Arc::new(sessions));
+        self
+    }
+
     /// Starts the runtime (see [`Runtime::start`]).
     ///
     /// # Errors
@@ -129,6 +145,7 @@ impl RuntimeBuilder {
             self.resolvers,
             self.pty_backend,
             self.client_terminals,
+            self.remote,
         )
         .await
     }
@@ -153,6 +170,7 @@ impl Runtime {
             resolvers: Vec::new(),
             pty_backend: Arc::new(PortablePty),
             client_terminals: None,
+            remote: None,
         }
     }
 
@@ -161,6 +179,7 @@ impl Runtime {
         resolvers: Vec<Arc<dyn UrlResolver>>,
         pty_backend: Arc<dyn PtyBackend>,
         client_terminals: Option<Arc<dyn ClientTerminals>>,
+        remote: Option<Arc<dyn RemoteSessions>>,
     ) -> Result<Runtime> {
         if !(0..=19).contains(&config.shell.nice) {
             return Err(Error::InvalidRequest {
@@ -322,6 +341,7 @@ impl Runtime {
                 running_jobs,
                 shut_down: AtomicBool::new(false),
                 artifacts_dir: artifacts_path,
+                remote,
             }),
         })
     }
@@ -365,6 +385,11 @@ impl Runtime {
             shellvisor_policy::validate_command(init)?;
         }
         let id = id.into();
+        if let Some(remote) = &self.inner.remote {
+            self.inner.check_running()?;
+            let session = remote.open(id.clone(), options).await?;
+            return Ok(Session::remote(id, Arc::clone(&self.inner), session));
+        }
         let entry = self.inner.open(&id, options.clone()).await?;
         Ok(Session::new(id, Arc::clone(&self.inner), entry, options))
     }
@@ -373,6 +398,12 @@ impl Runtime {
     /// Closing an unknown session does nothing.
     pub async fn close_session(&self, id: impl Into<SessionId>) {
         let id = id.into();
+        if let Some(remote) = &self.inner.remote {
+            if let Err(err) = remote.close(id).await {
+                tracing::warn!(%err, "could not close a remote session");
+            }
+            return;
+        }
         let _ = self
             .inner
             .root()
@@ -398,6 +429,9 @@ impl Runtime {
     /// Background jobs running in the whole runtime (the runtime-wide cap,
     /// `jobs.max_running`, counts against this).
     pub fn running_jobs(&self) -> usize {
+        if let Some(remote) = &self.inner.remote {
+            return remote.running_jobs();
+        }
         self.inner.running_jobs.load(Ordering::Acquire)
     }
 
@@ -412,6 +446,11 @@ impl Runtime {
     pub async fn shutdown(&self) {
         if self.inner.shut_down.swap(true, Ordering::SeqCst) {
             return;
+        }
+        if let Some(remote) = &self.inner.remote
+            && let Err(err) = remote.close_all().await
+        {
+            tracing::warn!(%err, "could not close every remote session");
         }
         let _ = self
             .inner
@@ -510,6 +549,11 @@ impl RuntimeInner {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = root;
         Ok(())
+    }
+
+    /// The configuration in effect.
+    pub(crate) fn config(&self) -> &Config {
+        &self.ctx.config
     }
 
     pub(crate) fn check_running(&self) -> Result<()> {

@@ -27,18 +27,40 @@ use shellvisor_protocol::SessionOptions;
 use tokio::sync::broadcast;
 
 use crate::pty::PtyHandle;
+use crate::remote::PtyAnswer;
+use crate::remote::PtyRequest;
+use crate::remote::RemoteSession;
 use crate::runtime::RuntimeInner;
 
 /// A handle to one agent session: its persistent shell and its jobs. Cheap to
 /// clone. Handles keep the runtime alive.
+///
+/// The session lives in this process, or in another one when the runtime
+/// was built with
+/// [`RuntimeBuilder::remote_sessions`](crate::RuntimeBuilder::remote_sessions):
+/// every method means the same either way.
 #[derive(Clone, Debug)]
 pub struct Session {
     id: SessionId,
     runtime: Arc<RuntimeInner>,
-    entry: Arc<Mutex<SessionEntry>>,
+    backend: Backend,
+}
+
+/// Where a session's calls go.
+#[derive(Clone, Debug)]
+enum Backend {
+    /// To its actor in this runtime.
+    Local(Arc<Local>),
+    /// To another process.
+    Remote(Arc<dyn RemoteSession>),
+}
+
+#[derive(Debug)]
+struct Local {
+    entry: Mutex<SessionEntry>,
     /// How the session was set up: a session reopened after its actor
     /// stopped is set up the same way.
-    options: Arc<SessionOptions>,
+    options: SessionOptions,
 }
 
 impl Session {
@@ -51,8 +73,42 @@ impl Session {
         Self {
             id,
             runtime,
-            entry: Arc::new(Mutex::new(entry)),
-            options: Arc::new(options),
+            backend: Backend::Local(Arc::new(Local {
+                entry: Mutex::new(entry),
+                options,
+            })),
+        }
+    }
+
+    pub(crate) fn remote(
+        id: SessionId,
+        runtime: Arc<RuntimeInner>,
+        remote: Arc<dyn RemoteSession>,
+    ) -> Self {
+        Self {
+            id,
+            runtime,
+            backend: Backend::Remote(remote),
+        }
+    }
+
+    /// `request` as a remote session runs it: a foreground run this
+    /// runtime would turn into a background job says when, so the other
+    /// process does what this runtime's configuration asks.
+    fn for_remote(&self, mut request: RunRequest) -> RunRequest {
+        if !request.run_async && request.auto_background_after.is_none() {
+            let deadline = request.timeout.map(Duration::from_secs);
+            request.auto_background_after =
+                self.runtime.config().jobs.auto_background_after(deadline);
+        }
+        request
+    }
+
+    /// The session in another process this handle forwards to, if any.
+    fn remote_backend(&self) -> Option<&Arc<dyn RemoteSession>> {
+        match &self.backend {
+            Backend::Remote(remote) => Some(remote),
+            Backend::Local(_) => None,
         }
     }
 
@@ -75,6 +131,10 @@ impl Session {
     /// `shutting_down`, and `actor_gone` if the run's actor was killed before
     /// answering (the command may have run; it is never retried).
     pub async fn run(&self, request: RunRequest) -> Result<RunOutcome> {
+        if let Some(remote) = self.remote_backend() {
+            self.runtime.check_running()?;
+            return remote.run(self.for_remote(request)).await;
+        }
         self.send_run(request, None).await
     }
 
@@ -85,6 +145,14 @@ impl Session {
     /// # Errors
     /// As [`Session::run`], for a request refused before it started.
     pub async fn start_run(&self, request: RunRequest) -> Result<RunHandle> {
+        if let Some(remote) = self.remote_backend() {
+            self.runtime.check_running()?;
+            let started = remote.start_run(self.for_remote(request)).await?;
+            return Ok(RunHandle {
+                job_id: started.job_id,
+                outcome: tokio::spawn(started.outcome),
+            });
+        }
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let session = self.clone();
         let mut outcome =
@@ -156,6 +224,10 @@ impl Session {
         max: usize,
     ) -> Result<OutputChunk> {
         let job_id = job_id.clone();
+        if let Some(remote) = self.remote_backend() {
+            self.runtime.check_running()?;
+            return remote.read_output(job_id, offset, max).await;
+        }
         self.call(
             |reply| SessionMsg::ReadOutput {
                 job_id,
@@ -175,9 +247,7 @@ impl Session {
     /// `shutting_down`, or `actor_gone` if the session stopped.
     pub async fn jobs(&self) -> Result<Vec<JobInfo>> {
         let query = JobQuery::first(usize::MAX);
-        let page = self
-            .call(|reply| SessionMsg::ListJobs { query, reply }, None)
-            .await?;
+        let page = self.list_jobs(query).await?;
         Ok(page.jobs)
     }
 
@@ -222,6 +292,14 @@ impl Session {
                 message: "a job list's limit must be at least 1".to_owned(),
             });
         }
+        self.list_jobs(query).await
+    }
+
+    async fn list_jobs(&self, query: JobQuery) -> Result<JobPage> {
+        if let Some(remote) = self.remote_backend() {
+            self.runtime.check_running()?;
+            return remote.jobs_page(query).await;
+        }
         self.call(|reply| SessionMsg::ListJobs { query, reply }, None)
             .await
     }
@@ -232,6 +310,10 @@ impl Session {
     /// `job_not_found` for an unknown job or another session's job.
     pub async fn job(&self, job_id: &JobId) -> Result<JobInfo> {
         let job_id = job_id.clone();
+        if let Some(remote) = self.remote_backend() {
+            self.runtime.check_running()?;
+            return remote.job(job_id).await;
+        }
         self.call(|reply| SessionMsg::JobInfo { job_id, reply }, None)
             .await?
     }
@@ -244,6 +326,9 @@ impl Session {
     /// `job_not_found` for an unknown job or another session's job.
     pub async fn wait(&self, job_id: &JobId, timeout: Duration) -> Result<Option<RunResult>> {
         self.runtime.check_running()?;
+        if let Some(remote) = self.remote_backend() {
+            return remote.wait_any(vec![job_id.clone()], timeout).await;
+        }
         let actor = self.entry()?.actor;
         let job_id = job_id.clone();
         match actor
@@ -283,6 +368,10 @@ impl Session {
             [one] => return self.wait(one, timeout).await,
             _ => {}
         }
+        if let Some(remote) = self.remote_backend() {
+            self.runtime.check_running()?;
+            return remote.wait_any(job_ids.to_vec(), timeout).await;
+        }
         let deadline = tokio::time::Instant::now() + timeout;
         // Subscribed before the first check, so no finish falls between.
         let mut events = self.subscribe();
@@ -317,6 +406,10 @@ impl Session {
     /// `job_not_found` for an unknown job or another session's job.
     pub async fn kill(&self, job_id: &JobId) -> Result<()> {
         let job_id = job_id.clone();
+        if let Some(remote) = self.remote_backend() {
+            self.runtime.check_running()?;
+            return remote.kill(job_id).await;
+        }
         self.call(|reply| SessionMsg::Kill { job_id, reply }, None)
             .await?
     }
@@ -329,6 +422,10 @@ impl Session {
     /// # Errors
     /// `shutting_down`, or `actor_gone` if the session stopped.
     pub async fn next_completion(&self) -> Result<RunResult> {
+        if let Some(remote) = self.remote_backend() {
+            self.runtime.check_running()?;
+            return remote.next_completion().await;
+        }
         let offer = self.call(SessionMsg::NextCompletion, None).await?;
         Ok(offer.take())
     }
@@ -357,7 +454,37 @@ impl Session {
         PtyHandle::new(self.clone(), job_id.clone())
     }
 
-    pub(crate) async fn pty_call<T: Send + 'static>(
+    /// One call on a job's terminal, wherever the session lives.
+    pub(crate) async fn pty_call(&self, job_id: &JobId, request: PtyRequest) -> Result<PtyAnswer> {
+        if let Some(remote) = self.remote_backend() {
+            self.runtime.check_running()?;
+            return remote.pty(job_id.clone(), request).await;
+        }
+        match request {
+            PtyRequest::Write { bytes } => self
+                .local_pty(job_id, |reply| PtyCall::Write { bytes, reply })
+                .await
+                .map(|()| PtyAnswer::Done),
+            PtyRequest::Key { name } => self
+                .local_pty(job_id, |reply| PtyCall::Key { name, reply })
+                .await
+                .map(|()| PtyAnswer::Done),
+            PtyRequest::Resize { size } => self
+                .local_pty(job_id, |reply| PtyCall::Resize { size, reply })
+                .await
+                .map(|size| PtyAnswer::Size { size }),
+            PtyRequest::Screen => self
+                .local_pty(job_id, PtyCall::Screen)
+                .await
+                .map(|screen| PtyAnswer::Screen { screen }),
+            PtyRequest::State => self
+                .local_pty(job_id, PtyCall::State)
+                .await
+                .map(|state| PtyAnswer::State { state }),
+        }
+    }
+
+    async fn local_pty<T: Send + 'static>(
         &self,
         job_id: &JobId,
         call: impl FnOnce(RpcReplyPort<Result<T>>) -> PtyCall,
@@ -374,7 +501,8 @@ impl Session {
     }
 
     /// Background jobs running in this session (its cap,
-    /// `jobs.max_running_per_session`, counts against this).
+    /// `jobs.max_running_per_session`, counts against this). A session in
+    /// another process counts 0 here (its node enforces its cap).
     pub fn running_jobs(&self) -> usize {
         self.entry()
             .map(|entry| entry.slots.running_in_session())
@@ -402,6 +530,9 @@ impl Session {
     /// re-read what it missed with [`Session::read_output`]; it never slows a
     /// run down or grows memory.
     pub fn subscribe(&self) -> Subscription {
+        if let Some(remote) = self.remote_backend() {
+            return remote.subscribe();
+        }
         let receiver = match self.entry() {
             Ok(entry) => entry.events.subscribe(),
             Err(_) => broadcast::channel(1).0.subscribe(),
@@ -409,19 +540,25 @@ impl Session {
         Subscription { receiver }
     }
 
+    /// The local session's actor and channels (an error for a remote one:
+    /// every caller has forwarded those already).
     fn entry(&self) -> Result<SessionEntry> {
-        self.entry
-            .lock()
-            .map(|entry| entry.clone())
-            .map_err(|_| Error::actor_gone("session handle"))
+        match &self.backend {
+            Backend::Local(local) => local
+                .entry
+                .lock()
+                .map(|entry| entry.clone())
+                .map_err(|_| Error::actor_gone("session handle")),
+            Backend::Remote(_) => Err(Error::actor_gone("session (it is remote)")),
+        }
     }
 
     async fn reopen(&self) -> Result<()> {
-        let entry = self
-            .runtime
-            .open(&self.id, SessionOptions::clone(&self.options))
-            .await?;
-        if let Ok(mut current) = self.entry.lock() {
+        let Backend::Local(local) = &self.backend else {
+            return Err(Error::actor_gone("session (it is remote)"));
+        };
+        let entry = self.runtime.open(&self.id, local.options.clone()).await?;
+        if let Ok(mut current) = local.entry.lock() {
             *current = entry;
         }
         Ok(())
@@ -458,7 +595,34 @@ pub struct Subscription {
     receiver: broadcast::Receiver<SessionEvent>,
 }
 
+/// The sending end of a [`Subscription`] made by [`Subscription::channel`]:
+/// how a [`RemoteSession`] delivers the events it forwards.
+#[derive(Debug)]
+pub struct EventSender {
+    sender: broadcast::Sender<SessionEvent>,
+}
+
+impl EventSender {
+    /// Delivers `event`; `false` once the subscription is dropped.
+    pub fn send(&self, event: SessionEvent) -> bool {
+        self.sender.send(event).is_ok()
+    }
+
+    /// Resolves once the subscription is dropped (stop forwarding then).
+    pub async fn closed(&self) {
+        self.sender.closed().await;
+    }
+}
+
 impl Subscription {
+    /// A subscription fed by the returned sender, keeping up to `capacity`
+    /// events unread (a slower reader gets [`SessionEvent::Lagged`]). It
+    /// ends once the sender is dropped.
+    pub fn channel(capacity: usize) -> (EventSender, Subscription) {
+        let (sender, receiver) = broadcast::channel(capacity.max(1));
+        (EventSender { sender }, Subscription { receiver })
+    }
+
     /// The next event; `None` once the session is closed.
     pub async fn recv(&mut self) -> Option<SessionEvent> {
         match self.receiver.recv().await {
