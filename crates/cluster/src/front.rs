@@ -31,8 +31,8 @@ use crate::wire::session_key;
 
 /// How long a call without a deadline of its own may take, and what a
 /// run's deadline is given on top for the way there and back.
-const CALL_DEADLINE: Duration = Duration::from_secs(3600);
-const CALL_SLACK: Duration = Duration::from_secs(10);
+pub(crate) const CALL_DEADLINE: Duration = Duration::from_secs(3600);
+pub(crate) const CALL_SLACK: Duration = Duration::from_secs(10);
 
 /// How a front door behaves.
 #[derive(Clone, Debug)]
@@ -57,20 +57,31 @@ impl ClusterOptions {
 /// whose calls go to the one node that holds the session.
 #[derive(Clone, Debug)]
 pub struct Cluster {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
-    client: async_nats::Client,
-    names: Names,
-    members: Members,
+pub(crate) struct Inner {
+    pub(crate) client: async_nats::Client,
+    pub(crate) names: Names,
+    pub(crate) members: Members,
     placements: Placements,
     /// Where this front door last placed or found each session: a call
     /// skips the bucket while that node incarnation is live. A route gone
     /// stale (another front door moved the session) is told by the node,
     /// which opens a session only where the bucket places it.
     routes: Routes,
+    /// "Your state was lost" notices not shown yet: a session placed anew
+    /// by a call that is not a run shows its notice on its next run.
+    notices: std::sync::Mutex<std::collections::HashMap<SessionId, String>>,
+    /// Event watches being set up, per session: a run waits for them, so
+    /// a subscription made before a run sees all of the run's events.
+    pub(crate) watches_pending: std::sync::Mutex<
+        std::collections::HashMap<SessionId, Vec<tokio::sync::watch::Receiver<bool>>>,
+    >,
+    /// Sessions opened as a runtime's remote sessions (closed at its
+    /// shutdown).
+    pub(crate) opened: std::sync::Mutex<std::collections::HashSet<SessionId>>,
     tasks: std::sync::Mutex<JoinSet<()>>,
 }
 
@@ -96,7 +107,7 @@ impl Routes {
 
 impl Inner {
     /// The node this front door routes `id` to, while that incarnation is live.
-    fn live_route(&self, id: &SessionId) -> Option<String> {
+    pub(crate) fn live_route(&self, id: &SessionId) -> Option<String> {
         self.routes
             .lock()
             .get(id)
@@ -173,6 +184,9 @@ impl Cluster {
                 members,
                 placements,
                 routes,
+                notices: std::sync::Mutex::default(),
+                watches_pending: std::sync::Mutex::default(),
+                opened: std::sync::Mutex::default(),
                 tasks: std::sync::Mutex::new(tasks),
             }),
         };
@@ -229,8 +243,15 @@ impl Cluster {
     }
 }
 
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every update under these locks is one insert or remove.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A node's answer as `T`.
-fn decode<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, Error> {
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, Error> {
     serde_json::from_value(value).map_err(|err| unavailable(format!("a node's answer: {err}")))
 }
 
@@ -298,6 +319,10 @@ impl ClusterSession {
         &self.id
     }
 
+    pub(crate) fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
     /// Runs a command, as [`shellvisor::Session::run`] does.
     ///
     /// # Errors
@@ -312,38 +337,66 @@ impl ClusterSession {
         let op = Op::Run {
             request: Box::new(request),
         };
-        let (value, notice) = self.routed(op, deadline).await?;
-        let mut outcome: RunOutcome = serde_json::from_value(value)
-            .map_err(|err| unavailable(format!("a node's answer: {err}")))?;
-        if let (Some(notice), RunOutcome::Completed(result)) = (notice, &mut outcome) {
-            result.text = format!("{notice}\n\n{}", result.text);
-            result.notices.insert(0, notice);
+        self.watches_ready().await;
+        let (value, _) = self.routed(op, deadline).await?;
+        let outcome: RunOutcome = decode(value)?;
+        Ok(self.with_notice(outcome))
+    }
+
+    /// `outcome`, with the notice that the session's state was lost first
+    /// in its text, if one is waiting to be shown.
+    pub(crate) fn with_notice(&self, mut outcome: RunOutcome) -> RunOutcome {
+        let notices = &self.cluster.inner.notices;
+        let waiting = lock(notices).remove(&self.id);
+        match (waiting, &mut outcome) {
+            (Some(notice), RunOutcome::Completed(result)) => {
+                result.text = format!("{notice}\n\n{}", result.text);
+                result.notices.insert(0, notice);
+            }
+            (Some(notice), RunOutcome::Backgrounded(run)) => {
+                run.text = format!("{notice}\n\n{}", run.text);
+            }
+            (Some(notice), _) => {
+                lock(notices).insert(self.id.clone(), notice);
+            }
+            (None, _) => {}
         }
-        Ok(outcome)
+        outcome
+    }
+
+    /// Waits (5 s at most) for the event watches being set up on this
+    /// session, so a subscription made before a run sees its first events.
+    pub(crate) async fn watches_ready(&self) {
+        let pending = lock(&self.cluster.inner.watches_pending).remove(&self.id);
+        for mut ready in pending.into_iter().flatten() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), ready.wait_for(|r| *r)).await;
+        }
     }
 
     /// Sends `op` to the session's node, placing the session first if it
-    /// has no live home. A node that does not hold the session and is not
-    /// its home in the bucket ran nothing: the route is read again, once.
-    async fn routed(
+    /// has no live home, and answers with the node's answer and name. A
+    /// node that does not hold the session and is not its home in the
+    /// bucket ran nothing: the route is read again, once. A notice that the
+    /// session's state was lost waits for the session's next run.
+    pub(crate) async fn routed(
         &self,
         op: Op,
         deadline: Duration,
-    ) -> Result<(serde_json::Value, Option<String>), Error> {
+    ) -> Result<(serde_json::Value, String), Error> {
         let inner = &self.cluster.inner;
-        let (node, notice) = match inner.live_route(&self.id) {
-            Some(node) => (node, None),
+        let node = match inner.live_route(&self.id) {
+            Some(node) => node,
             None => self.place().await?,
         };
         let payload = Call::payload(self.id.as_str(), &op)?;
         match self.call(&node, payload, deadline).await {
             Err(err) if err.code() == shellvisor::ErrorCode::SessionNotFound => {
                 inner.routes.lock().remove(&self.id);
-                let (node, notice) = self.place().await?;
+                let node = self.place().await?;
                 let payload = Call::payload(self.id.as_str(), &op)?;
-                Ok((self.call(&node, payload, deadline).await?, notice))
+                Ok((self.call(&node, payload, deadline).await?, node))
             }
-            answered => Ok((answered?, notice)),
+            answered => Ok((answered?, node)),
         }
     }
 
@@ -398,7 +451,11 @@ impl ClusterSession {
     /// Sends `op` to the session's current home without placing it: a
     /// session never placed has no jobs, and one whose node was lost lost
     /// them (`node_lost`, until its next run starts it afresh).
-    async fn on_home(&self, op: Op, deadline: Duration) -> Result<serde_json::Value, Error> {
+    pub(crate) async fn on_home(
+        &self,
+        op: Op,
+        deadline: Duration,
+    ) -> Result<serde_json::Value, Error> {
         let inner = &self.cluster.inner;
         if let Some(node) = inner.live_route(&self.id) {
             let payload = Call::payload(self.id.as_str(), &op)?;
@@ -454,9 +511,9 @@ impl ClusterSession {
         inner.placements.remove(&key).await
     }
 
-    /// The node for the next call, and a notice when the session's state
-    /// was lost with its previous node.
-    async fn place(&self) -> Result<(String, Option<String>), Error> {
+    /// The node for the next call. When the session's state was lost with
+    /// its previous node, a notice saying so waits for its next run.
+    async fn place(&self) -> Result<String, Error> {
         let inner = &self.cluster.inner;
         let key = session_key(self.id.as_str());
         for _ in 0..16 {
@@ -469,7 +526,7 @@ impl ClusterSession {
                         .routes
                         .lock()
                         .insert(self.id.clone(), (node.clone(), incarnation.clone()));
-                    return Ok((node.clone(), None));
+                    return Ok(node.clone());
                 }
                 Some((Placement::On { node, .. } | Placement::Lost { node }, _)) => {
                     Some(node.clone())
@@ -495,12 +552,13 @@ impl ClusterSession {
                     .routes
                     .lock()
                     .insert(self.id.clone(), (node.clone(), incarnation));
-                let notice = lost_node.map(|lost| {
-                    format!(
+                if let Some(lost) = lost_node {
+                    let notice = format!(
                         "The session's previous node ({lost}) was lost: this is a fresh session on node {node}; its working directory, variables and jobs are gone."
-                    )
-                });
-                return Ok((node, notice));
+                    );
+                    lock(&inner.notices).insert(self.id.clone(), notice);
+                }
+                return Ok(node);
             }
         }
         Err(unavailable(
@@ -510,7 +568,7 @@ impl ClusterSession {
 
     /// Sends one call (`payload`, a fresh call id each time) to `node` and
     /// waits for its answer, the node's loss, or the deadline.
-    async fn call(
+    pub(crate) async fn call(
         &self,
         node: &str,
         payload: Bytes,

@@ -4,7 +4,11 @@
 //! service and sends heartbeats. A [`Cluster`] (the front door) places each
 //! new session on the least-loaded live node, records the placement in a
 //! JetStream KV bucket (session -> node, with revisions, so concurrent front
-//! doors agree), and routes every later call for the session there.
+//! doors agree), and routes every later call for the session there. A
+//! `Cluster` is also a [`shellvisor::RemoteSessions`]: a runtime built with
+//! `Runtime::builder(config).remote_sessions(cluster)` hands out ordinary
+//! [`shellvisor::Session`] handles whose calls all go to the cluster (how
+//! `shellvisor mcp --nats` and `shellvisor serve --nats` work).
 //!
 //! What it promises:
 //! - a session lives on exactly one node; it is never migrated;
@@ -25,6 +29,7 @@ mod members;
 mod node;
 mod options;
 mod placement;
+mod remote;
 mod wire;
 
 pub use front::Cluster;

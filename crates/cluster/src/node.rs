@@ -1,5 +1,6 @@
 //! A node: one runtime serving its sessions over NATS.
 
+use std::collections::HashMap;
 use std::collections::HashSet;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -90,6 +91,11 @@ struct Shared {
     served: Mutex<HashSet<String>>,
     seen: Mutex<SeenCalls>,
     draining: watch::Sender<bool>,
+    /// Runs started by `Start` whose outcome is still to be published
+    /// (a drain waits for them as for calls).
+    outcomes: Mutex<JoinSet<()>>,
+    /// Event forwarders by destination subject, each with its lease's end.
+    watches: Mutex<HashMap<String, watch::Sender<tokio::time::Instant>>>,
 }
 
 #[derive(Debug, Default)]
@@ -151,6 +157,8 @@ impl Node {
             served: Mutex::new(HashSet::new()),
             seen: Mutex::new(SeenCalls::default()),
             draining: watch::channel(false).0,
+            outcomes: Mutex::new(JoinSet::new()),
+            watches: Mutex::new(HashMap::new()),
         });
         let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
@@ -187,6 +195,14 @@ impl Node {
         {
             tracing::warn!(node = %self.shared.name, "calls still running after the drain deadline");
             self.serving.abort();
+        }
+        let mut outcomes = std::mem::take(&mut *lock(&self.shared.outcomes));
+        let waited = tokio::time::timeout(DRAIN_DEADLINE, async {
+            while outcomes.join_next().await.is_some() {}
+        })
+        .await;
+        if waited.is_err() {
+            tracing::warn!(node = %self.shared.name, "runs still going after the drain deadline");
         }
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
@@ -227,21 +243,16 @@ async fn answer(shared: Arc<Shared>, message: async_nats::Message) {
             message: format!("malformed call: {err}"),
         }),
     };
-    let reply = Reply {
-        result: result.map_err(|err| WireError::from(&err)),
-    };
-    match serde_json::to_vec(&reply) {
-        Ok(bytes) => {
-            if let Err(err) = shared.client.publish(reply_to, Bytes::from(bytes)).await {
-                tracing::warn!(%err, "could not send a reply");
-            }
-        }
-        Err(err) => tracing::warn!(%err, "could not encode a reply"),
-    }
+    shared.publish_reply(reply_to.to_string(), result).await;
 }
 
+/// The longest lease an event watch gets per renewal.
+const MAX_WATCH_LEASE: Duration = Duration::from_secs(60);
+/// The longest a node-side wait for a completion takes per call.
+const MAX_COMPLETION_WAIT: Duration = Duration::from_secs(60);
+
 impl Shared {
-    async fn call(&self, call: Call) -> Result<serde_json::Value, Error> {
+    async fn call(self: &Arc<Self>, call: Call) -> Result<serde_json::Value, Error> {
         if !lock(&self.seen).first_time(&call.id) {
             return Err(Error::InvalidRequest {
                 message: format!("call {} was received before; it is not run twice", call.id),
@@ -251,6 +262,10 @@ impl Shared {
             Op::Run { request } => {
                 let session = self.open(&call.session).await?;
                 encode(session.run(*request).await?)
+            }
+            Op::Open { options } => {
+                self.open_with(&call.session, options).await?;
+                Ok(serde_json::Value::Null)
             }
             Op::Close => {
                 self.close(&call.session).await;
@@ -273,11 +288,141 @@ impl Shared {
                 let session = self.open(&call.session).await?;
                 encode(session.kill(&JobId::new(job_id)).await?)
             }
+            Op::Start {
+                request,
+                outcome_to,
+            } => {
+                if !self.names.is_stream(&outcome_to) {
+                    return Err(bad_stream(&outcome_to));
+                }
+                let session = self.open(&call.session).await?;
+                let run = session.start_run(*request).await?;
+                let job_id = run.job_id().clone();
+                let shared = Arc::clone(self);
+                lock(&self.outcomes).spawn(async move {
+                    let outcome = run.outcome().await;
+                    shared
+                        .publish_reply(outcome_to, outcome.and_then(encode))
+                        .await;
+                });
+                encode(job_id)
+            }
+            Op::ReadOutput {
+                job_id,
+                offset,
+                max,
+            } => {
+                let session = self.open(&call.session).await?;
+                let chunk = session
+                    .read_output(&JobId::new(job_id), offset, max)
+                    .await?;
+                encode(chunk)
+            }
+            Op::WaitAny {
+                job_ids,
+                timeout_ms,
+            } => {
+                let session = self.open(&call.session).await?;
+                let job_ids: Vec<JobId> = job_ids.into_iter().map(JobId::new).collect();
+                let timeout = Duration::from_millis(timeout_ms);
+                encode(session.wait_any(&job_ids, timeout).await?)
+            }
+            Op::NextCompletion { timeout_ms } => {
+                let session = self.open(&call.session).await?;
+                let timeout = Duration::from_millis(timeout_ms).min(MAX_COMPLETION_WAIT);
+                match tokio::time::timeout(timeout, session.next_completion()).await {
+                    Ok(result) => encode(Some(result?)),
+                    Err(_) => encode(None::<shellvisor::RunResult>),
+                }
+            }
+            Op::Pty { job_id, call: pty } => {
+                let session = self.open(&call.session).await?;
+                encode(session.pty(&JobId::new(job_id)).call(pty).await?)
+            }
+            Op::Watch { to, lease_ms } => {
+                if !self.names.is_stream(&to) {
+                    return Err(bad_stream(&to));
+                }
+                let session = self.open(&call.session).await?;
+                let lease = Duration::from_millis(lease_ms).min(MAX_WATCH_LEASE);
+                self.watch(&session, to, lease);
+                Ok(serde_json::Value::Null)
+            }
         }
+    }
+
+    /// Publishes a reply: to a call, or a run's outcome to the stream
+    /// subject a front door listens on.
+    async fn publish_reply(&self, to: String, result: Result<serde_json::Value, Error>) {
+        let reply = Reply {
+            result: result.map_err(|err| WireError::from(&err)),
+        };
+        match serde_json::to_vec(&reply) {
+            Ok(bytes) => {
+                if let Err(err) = self.client.publish(to, Bytes::from(bytes)).await {
+                    tracing::warn!(%err, "could not send a reply");
+                }
+            }
+            Err(err) => tracing::warn!(%err, "could not encode a reply"),
+        }
+    }
+
+    /// Forwards `session`'s events to `to` until the lease ends unrenewed
+    /// or the session closes; a watch already forwarding there is renewed.
+    fn watch(self: &Arc<Self>, session: &shellvisor::Session, to: String, lease: Duration) {
+        let until = tokio::time::Instant::now() + lease;
+        let mut watches = lock(&self.watches);
+        if let Some(renew) = watches.get(&to)
+            && renew.send(until).is_ok()
+        {
+            return;
+        }
+        let (renew, mut lease_end) = watch::channel(until);
+        watches.insert(to.clone(), renew);
+        drop(watches);
+        let mut events = session.subscribe();
+        let shared = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                let end = *lease_end.borrow_and_update();
+                tokio::select! {
+                    event = events.recv() => {
+                        let Some(event) = event else { break };
+                        let Ok(bytes) = serde_json::to_vec(&event) else { continue };
+                        if shared.client.publish(to.clone(), Bytes::from(bytes)).await.is_err() {
+                            break;
+                        }
+                    }
+                    () = tokio::time::sleep_until(end) => {
+                        if *lease_end.borrow() <= end {
+                            break;
+                        }
+                    }
+                }
+            }
+            // Only this forwarder's entry (a later watch to the same subject
+            // has its own live receiver).
+            drop(lease_end);
+            let mut watches = lock(&shared.watches);
+            if watches.get(&to).is_some_and(watch::Sender::is_closed) {
+                watches.remove(&to);
+            }
+        });
     }
 
     /// The session `id`, opened here if this node does not hold it yet.
     async fn open(&self, id: &str) -> Result<shellvisor::Session, Error> {
+        self.open_with(id, shellvisor::SessionOptions::default())
+            .await
+    }
+
+    /// The session `id`, opened here (set up by `options`) if this node
+    /// does not hold it yet.
+    async fn open_with(
+        &self,
+        id: &str,
+        options: shellvisor::SessionOptions,
+    ) -> Result<shellvisor::Session, Error> {
         let draining = *self.draining.borrow();
         if draining {
             return Err(Error::ShuttingDown);
@@ -307,7 +452,11 @@ impl Shared {
                 served.insert(id.to_owned());
             }
         }
-        match self.runtime.session(SessionId::from(id)).await {
+        match self
+            .runtime
+            .session_with(SessionId::from(id), options)
+            .await
+        {
             Ok(session) => Ok(session),
             Err(err) => {
                 lock(&self.served).remove(id);
@@ -321,6 +470,12 @@ impl Shared {
         if held {
             self.runtime.close_session(SessionId::from(id)).await;
         }
+    }
+}
+
+fn bad_stream(subject: &str) -> Error {
+    Error::InvalidRequest {
+        message: format!("{subject:?} is not a stream subject of this deployment"),
     }
 }
 

@@ -50,6 +50,27 @@ impl Names {
         format!("{}.heartbeat.*", self.prefix)
     }
 
+    /// A fresh subject for one stream of messages from a node to a front
+    /// door (`kind`: `outcome` or `events`), inside the prefix.
+    pub(crate) fn stream(&self, kind: &str) -> Result<String, Error> {
+        Ok(format!("{}.{kind}.{}", self.prefix, random_hex(16)?))
+    }
+
+    /// Whether a node may publish to `subject` for a caller: only a stream
+    /// subject of this prefix (never a node's calls or heartbeats).
+    pub(crate) fn is_stream(&self, subject: &str) -> bool {
+        ["outcome", "events"].iter().any(|kind| {
+            subject
+                .strip_prefix(&self.prefix)
+                .and_then(|rest| rest.strip_prefix('.'))
+                .and_then(|rest| rest.strip_prefix(kind))
+                .and_then(|rest| rest.strip_prefix('.'))
+                .is_some_and(|token| {
+                    !token.is_empty() && token.bytes().all(|b| b.is_ascii_hexdigit())
+                })
+        })
+    }
+
     /// The placement bucket (session -> node).
     pub(crate) fn bucket(&self) -> String {
         format!("{}_placement", self.prefix.replace('.', "_"))
@@ -132,6 +153,8 @@ impl Call {
 pub(crate) enum Op {
     /// Run a command in the session (opened if it is not).
     Run { request: Box<RunRequest> },
+    /// Open the session here, set up by `options` if this creates it.
+    Open { options: shellvisor::SessionOptions },
     /// Close the session.
     Close,
     /// One job's state.
@@ -142,6 +165,33 @@ pub(crate) enum Op {
     Wait { job_id: String, timeout_ms: u64 },
     /// Kill a job.
     Kill { job_id: String },
+    /// Start a run: answer its job id, then publish its outcome (a
+    /// [`Reply`]) to `outcome_to`.
+    Start {
+        request: Box<RunRequest>,
+        outcome_to: String,
+    },
+    /// Raw output bytes of a job.
+    ReadOutput {
+        job_id: String,
+        offset: u64,
+        max: usize,
+    },
+    /// Wait up to `timeout_ms` for the first of several jobs' results.
+    WaitAny {
+        job_ids: Vec<String>,
+        timeout_ms: u64,
+    },
+    /// Wait up to `timeout_ms` for the next background result nobody took.
+    NextCompletion { timeout_ms: u64 },
+    /// One call on a job's terminal.
+    Pty {
+        job_id: String,
+        call: shellvisor::remote::PtyRequest,
+    },
+    /// Publish the session's events to `to` (as JSON) for
+    /// `lease_ms` more; the same call again renews the lease.
+    Watch { to: String, lease_ms: u64 },
 }
 
 /// A node's answer to a call.
@@ -242,6 +292,18 @@ mod tests {
         }
         let names = Names::new("t1.sv").unwrap();
         assert_eq!(names.calls("n1"), "t1.sv.node.n1.call");
+        let stream = names.stream("events").unwrap();
+        assert!(names.is_stream(&stream), "{stream}");
+        for other in [
+            "t1.sv.node.n1.call",
+            "t1.sv.heartbeat.n1",
+            "t2.sv.events.00ff",
+            "t1.sv.events.",
+            "t1.sv.events.00.x",
+            "_INBOX.abc",
+        ] {
+            assert!(!names.is_stream(other), "{other}");
+        }
         assert_eq!(names.bucket(), "t1_sv_placement");
     }
 
