@@ -18,12 +18,15 @@ use shellvisor_cluster::NodeOptions;
 /// How to reach NATS (shared by every NATS-speaking subcommand).
 #[derive(Debug, clap::Args)]
 pub struct NatsArgs {
-    /// The NATS server(s), e.g. `nats://127.0.0.1:4222`.
+    /// The NATS server(s), e.g. `nats://127.0.0.1:4222` (required by
+    /// `node` and `cluster`; on `mcp` and `serve` it serves the cluster's
+    /// sessions).
     #[arg(long, value_name = "URL", env = "SHELLVISOR_NATS")]
-    pub nats: String,
-    /// Every subject starts with this (a tenant's own namespace).
-    #[arg(long, default_value = shellvisor_cluster::DEFAULT_PREFIX, env = "SHELLVISOR_NATS_PREFIX")]
-    pub nats_prefix: String,
+    pub nats: Option<String>,
+    /// Every subject starts with this (a tenant's own namespace; default
+    /// `shellvisor`).
+    #[arg(long, env = "SHELLVISOR_NATS_PREFIX")]
+    pub nats_prefix: Option<String>,
     /// A NATS token.
     #[arg(long, env = "SHELLVISOR_NATS_TOKEN", hide_env_values = true)]
     pub nats_token: Option<String>,
@@ -55,6 +58,10 @@ pub struct NatsArgs {
 
 impl NatsArgs {
     fn options(&self) -> anyhow::Result<NatsOptions> {
+        let url = self
+            .nats
+            .clone()
+            .context("--nats URL (or SHELLVISOR_NATS) is required")?;
         let auth = match (
             &self.nats_token,
             &self.nats_user,
@@ -75,14 +82,45 @@ impl NatsArgs {
                 "give one kind of NATS credentials: a token, a user and password, an nkey or a creds file"
             ),
         };
-        let mut options = NatsOptions::new(self.nats.clone());
-        options.prefix = self.nats_prefix.clone();
+        let mut options = NatsOptions::new(url);
+        if let Some(prefix) = &self.nats_prefix {
+            options.prefix = prefix.clone();
+        }
         options.auth = auth;
         options.tls_ca = self.nats_ca.clone();
         options.tls_client = self.nats_cert.clone().zip(self.nats_key.clone());
         options.require_tls = self.nats_require_tls;
         Ok(options)
     }
+}
+
+/// `--nats` on a front door (`shellvisor mcp`, `shellvisor serve`): serve
+/// a cluster's sessions instead of this process's own.
+#[derive(Debug, clap::Args)]
+pub struct FrontDoorArgs {
+    #[command(flatten)]
+    pub nats: NatsArgs,
+}
+
+/// A runtime for a front door: this process's own, or (with `--nats`) one
+/// whose sessions live on the cluster's nodes, placed on first use.
+pub(crate) async fn front_door_runtime(
+    config: Config,
+    front: &FrontDoorArgs,
+) -> anyhow::Result<Runtime> {
+    let builder = Runtime::builder(config);
+    let builder = match &front.nats.nats {
+        None => builder,
+        Some(url) => {
+            let mut options = ClusterOptions::new(url.clone());
+            options.nats = front.nats.options()?;
+            let cluster = Cluster::connect(options)
+                .await
+                .context("connecting to the cluster")?;
+            builder.remote_sessions(cluster)
+        }
+    };
+    builder.start().await.context("starting the runtime")
 }
 
 /// Arguments of `shellvisor node`.
@@ -112,8 +150,9 @@ pub(crate) async fn node(mut config: Config, args: NodeArgs) -> anyhow::Result<E
             .to_string_lossy()
             .into_owned(),
     };
-    let mut options = NodeOptions::new(args.nats.nats.clone(), name);
-    options.nats = args.nats.options()?;
+    let nats = args.nats.options()?;
+    let mut options = NodeOptions::new(nats.url.clone(), name);
+    options.nats = nats;
     options.max_sessions = args.max_sessions;
     options.heartbeat = Duration::from_millis(args.heartbeat_ms.max(10));
     let runtime = Runtime::start(config)
@@ -158,8 +197,9 @@ pub enum ClusterCommand {
 
 pub(crate) async fn cluster(args: ClusterArgs) -> anyhow::Result<ExitCode> {
     let ClusterCommand::Status { nats, json } = args.command;
-    let mut options = ClusterOptions::new(nats.nats.clone());
-    options.nats = nats.options()?;
+    let nats = nats.options()?;
+    let mut options = ClusterOptions::new(nats.url.clone());
+    options.nats = nats;
     let cluster = Cluster::connect(options)
         .await
         .context("connecting to the cluster")?;

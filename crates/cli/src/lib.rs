@@ -7,6 +7,8 @@
 //!   this terminal attached (raw mode, resizes forwarded) for a manual check.
 //! - `shellvisor mcp`: a Model Context Protocol server on stdio.
 //! - `shellvisor serve [--socket PATH]`: JSON-RPC 2.0, one object per line.
+//! - `shellvisor mcp --nats URL`, `shellvisor serve --nats URL`: the same
+//!   servers in front of a cluster's nodes (each session placed on one).
 //! - `shellvisor bench [--quick] [--json]`: the load harness.
 //! - `shellvisor node --nats URL [--name N] [--max-sessions N]`: a runtime
 //!   serving its sessions over NATS; `shellvisor cluster status --nats URL`.

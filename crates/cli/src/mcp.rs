@@ -55,6 +55,8 @@ pub struct McpArgs {
     /// address (a name the server is reached by); repeatable.
     #[arg(long, value_name = "HOST", requires = "http")]
     pub allow_host: Vec<String>,
+    #[command(flatten)]
+    pub front: crate::cluster::FrontDoorArgs,
 }
 
 /// Where `--http` listens: `PORT` alone is a loopback port.
@@ -109,9 +111,7 @@ pub(crate) async fn mcp(mut config: Config, args: McpArgs) -> anyhow::Result<Exi
         Some(address) => Some((http_address(address)?, bearer_token(&args)?)),
         None => None,
     };
-    let runtime = Runtime::start(config)
-        .await
-        .context("starting the runtime")?;
+    let runtime = crate::cluster::front_door_runtime(config, &args.front).await?;
     let session_per_client = args.session.is_none();
     let default_session = args
         .session

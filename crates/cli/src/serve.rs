@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use shellvisor::Config;
-use shellvisor::Runtime;
 use shellvisor_jsonrpc::ServeOptions;
 use tokio::signal::unix::SignalKind;
 
@@ -20,14 +19,14 @@ pub struct ServeArgs {
     /// Longest accepted request line, in bytes.
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_line_bytes: usize,
+    #[command(flatten)]
+    pub front: crate::cluster::FrontDoorArgs,
 }
 
 pub(crate) async fn serve(config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
     // The socket first: a server that cannot listen starts nothing.
     let listener = args.socket.as_deref().map(bind).transpose()?;
-    let runtime = Runtime::start(config)
-        .await
-        .context("starting the runtime")?;
+    let runtime = crate::cluster::front_door_runtime(config, &args.front).await?;
     let (Some(path), Some(listener)) = (args.socket, listener) else {
         let options = ServeOptions {
             max_line_bytes: args.max_line_bytes,

@@ -176,6 +176,13 @@ impl Drop for NodeProcess {
     }
 }
 
+fn start_nodes(nats: &Nats, names: &[&str]) -> Vec<NodeProcess> {
+    names
+        .iter()
+        .map(|name| NodeProcess::start(nats, name))
+        .collect()
+}
+
 async fn front_door(nats: &Nats, nodes: usize) -> Cluster {
     let cluster = Cluster::connect(ClusterOptions::new(nats.url()))
         .await
@@ -454,10 +461,7 @@ async fn a_restarted_nats_server_loses_no_completion() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_frozen_node_is_lost_once_and_closes_what_moved_when_it_thaws() {
     let nats = Nats::start();
-    let nodes: Vec<NodeProcess> = ["f1", "f2"]
-        .iter()
-        .map(|name| NodeProcess::start(&nats, name))
-        .collect();
+    let nodes = start_nodes(&nats, &["f1", "f2"]);
     let cluster = front_door(&nats, 2).await;
     let work = tempfile::tempdir().unwrap();
     let mut on_frozen = Vec::new();
@@ -703,10 +707,7 @@ fn bench_measures_the_nats_hop_and_three_nodes_against_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn jobs_are_read_waited_and_killed_on_their_node_and_read_as_lost_with_it() {
     let nats = Nats::start();
-    let nodes: Vec<NodeProcess> = ["j1", "j2"]
-        .iter()
-        .map(|name| NodeProcess::start(&nats, name))
-        .collect();
+    let nodes = start_nodes(&nats, &["j1", "j2"]);
     let cluster = front_door(&nats, 2).await;
     let session = cluster.session("jobs");
     let background = |command: &str| {
@@ -810,4 +811,101 @@ async fn tenants_with_their_own_prefix_cannot_reach_each_other() {
     let c = door("tenant-c.sv").await.unwrap();
     let err = c.session("x").run(request("true", 10)).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::ClusterUnavailable, "{err}");
+}
+
+/// A runtime whose sessions live on the cluster (`remote_sessions`): the
+/// same `Session` handle streams a run's events, reads its output, waits
+/// for the first of several jobs, answers a run in flight on a killed node
+/// with `node_lost`, and closes its sessions at shutdown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runtime_over_the_cluster_streams_runs_and_reports_node_loss() {
+    let nats = Nats::start();
+    let nodes = start_nodes(&nats, &["r1", "r2"]);
+    let cluster = front_door(&nats, 2).await;
+    let runtime = shellvisor::Runtime::builder(shellvisor::Config::default())
+        .remote_sessions(cluster.clone())
+        .start()
+        .await
+        .unwrap();
+    let session = runtime.session("streamed").await.unwrap();
+
+    // Subscribed before the run starts: every one of its events comes.
+    let mut events = session.subscribe();
+    let run = session
+        .start_run(request("echo one; sleep 0.3; echo two", 60))
+        .await
+        .unwrap();
+    let job_id = run.job_id().clone();
+    let result = run.outcome().await.unwrap().completed().unwrap();
+    assert_eq!(result.output, "one\ntwo\n");
+    let mut streamed = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(event) = events.recv().await {
+            match event {
+                shellvisor::SessionEvent::Output {
+                    job_id: id, data, ..
+                } if id == job_id => streamed.extend_from_slice(&data),
+                shellvisor::SessionEvent::JobFinished { job_id: id, .. } if id == job_id => return,
+                _ => {}
+            }
+        }
+        panic!("the event stream ended before the run finished");
+    })
+    .await
+    .expect("the run's events within 20 s");
+    assert_eq!(streamed, b"one\ntwo\n");
+    let chunk = session.read_output(&job_id, 4, 1024).await.unwrap();
+    assert_eq!((&chunk.data[..], chunk.total_bytes), (&b"two\n"[..], 8));
+
+    // The first of two jobs to finish.
+    let background = |command: &str| {
+        let mut request = request(command, 120);
+        request.run_async = true;
+        request
+    };
+    let slow = session.start_run(background("sleep 30")).await.unwrap();
+    let quick = session
+        .start_run(background("sleep 0.2; echo quick"))
+        .await
+        .unwrap();
+    let first = session
+        .wait_any(
+            &[slow.job_id().clone(), quick.job_id().clone()],
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap()
+        .expect("the quick job finishes");
+    assert_eq!(
+        (&first.job_id, first.output.as_str()),
+        (quick.job_id(), "quick\n")
+    );
+
+    // The session's node dies under a run in flight.
+    let in_flight = session.start_run(request("sleep 30", 120)).await.unwrap();
+    let home = cluster.node_of(session.id()).await.unwrap().unwrap();
+    nodes
+        .iter()
+        .find(|n| n.name == home)
+        .unwrap()
+        .signal("KILL");
+    let killed_at = Instant::now();
+    let err = in_flight.outcome().await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NodeLost, "{err}");
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(8),
+        "node_lost after {:?}",
+        killed_at.elapsed()
+    );
+
+    // A fresh session on the other node, with the notice; shutdown closes it.
+    let result = session.run(request("true", 60)).await.unwrap();
+    let result = result.completed().unwrap();
+    assert!(result.text.contains("was lost"), "{}", result.text);
+    runtime.shutdown().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.node_of(session.id()).await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the session was never closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -203,6 +203,15 @@ fn mcp_server_with_the_typescript_sdk_and_the_inspector() {
     run_client("test_mcp.mjs", command);
 }
 
+/// `shellvisor mcp --nats` (the MCP Python SDK) and `shellvisor serve
+/// --nats` (a plain JSON-RPC client) in front of three `shellvisor node`
+/// processes and a real nats-server: 48 sessions each keep their state and
+/// spread over all three nodes.
+#[test]
+fn mcp_and_json_rpc_front_doors_over_a_three_node_cluster() {
+    run_python_suite("test_cluster_front_doors.py");
+}
+
 #[test]
 fn json_rpc_server_with_a_plain_python_client() {
     run_python_suite("test_serve.py");
