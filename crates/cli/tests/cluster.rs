@@ -49,14 +49,21 @@ struct Nats {
     child: Option<Child>,
     port: u16,
     store: tempfile::TempDir,
+    /// More nats-server arguments (its authorization).
+    extra: Vec<String>,
 }
 
 impl Nats {
     fn start() -> Nats {
+        Self::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> Nats {
         let mut nats = Nats {
             child: None,
             port: free_port(),
             store: tempfile::tempdir().unwrap(),
+            extra: extra.iter().map(|a| (*a).to_owned()).collect(),
         };
         nats.spawn();
         nats
@@ -73,6 +80,7 @@ impl Nats {
                 "-sd",
             ])
             .arg(self.store.path())
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -908,4 +916,55 @@ async fn a_runtime_over_the_cluster_streams_runs_and_reports_node_loss() {
         assert!(Instant::now() < deadline, "the session was never closed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A nats-server that wants a user and password: a node and a front door
+/// given them (the node's through its environment, so not in `ps`) serve
+/// and reach sessions; a front door or a node without them is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn credentials_pass_through_to_nats_and_none_is_refused() {
+    let nats = Nats::start_with(&["--user", "sv", "--pass", "s3cret-pass"]);
+    let mut command = common::shellvisor_as(false);
+    let mut node = command
+        .args(["node", "--nats", &nats.url(), "--name", "auth1"])
+        .args(["--heartbeat-ms", "200", "--nats-user", "sv"])
+        .env("SHELLVISOR_NATS_PASSWORD", "s3cret-pass")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut options = ClusterOptions::new(nats.url());
+    options.nats.auth =
+        shellvisor_cluster::NatsAuth::UserPassword("sv".into(), "s3cret-pass".into());
+    let cluster = Cluster::connect(options).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.nodes().is_empty() {
+        assert!(Instant::now() < deadline, "the node was never heard");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", node.id())).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&cmdline).contains("s3cret-pass"),
+        "the password is in the node's command line"
+    );
+    assert_eq!(run_ok(&cluster, "authed", "echo in").await.output, "in\n");
+
+    let err = Cluster::connect(ClusterOptions::new(nats.url()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ClusterUnavailable, "{err}");
+    let refused = common::shellvisor_as(false)
+        .args(["node", "--nats", &nats.url(), "--name", "anon"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        !refused.status.success(),
+        "a node without credentials served"
+    );
+    let _ = node.kill();
+    let _ = node.wait();
 }
