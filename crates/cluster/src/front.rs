@@ -144,8 +144,9 @@ pub struct NodeStatus {
 }
 
 impl Cluster {
-    /// Connects, and waits up to the grace period for the nodes' first
-    /// heartbeats.
+    /// Connects, and listens for the nodes' heartbeats: until it has heard
+    /// one and then for one and a half heartbeat intervals, at most the
+    /// grace period.
     ///
     /// # Errors
     /// An invalid prefix; NATS unreachable; no placement bucket (JetStream off).
@@ -190,8 +191,20 @@ impl Cluster {
                 tasks: std::sync::Mutex::new(tasks),
             }),
         };
-        let deadline = tokio::time::Instant::now() + options.grace;
-        while !cluster.inner.members.any_live() && tokio::time::Instant::now() < deadline {
+        // Listens until it has heard a node, then for one full heartbeat
+        // interval more (as the nodes tell it), so that every live node has
+        // been heard before the first placement: placing on the first node
+        // heard would put a burst of new sessions all on it.
+        let started = tokio::time::Instant::now();
+        let deadline = started + options.grace;
+        loop {
+            let now = tokio::time::Instant::now();
+            let members = &cluster.inner.members;
+            let heard_all =
+                members.any_live() && now >= started + members.longest_interval() * 3 / 2;
+            if heard_all || now >= deadline {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(cluster)

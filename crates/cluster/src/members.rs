@@ -180,6 +180,17 @@ impl Members {
         members
     }
 
+    /// The longest heartbeat interval a node told.
+    pub(crate) fn longest_interval(&self) -> Duration {
+        Duration::from_millis(
+            self.table()
+                .values()
+                .map(|m| m.beat.every_ms)
+                .max()
+                .unwrap_or(0),
+        )
+    }
+
     /// Whether any node is live.
     pub(crate) fn any_live(&self) -> bool {
         self.table().values().any(|m| !m.lost)
@@ -200,6 +211,7 @@ mod tests {
             running_jobs: 0,
             max_sessions: 2,
             draining: false,
+            every_ms: 500,
         }
     }
 

@@ -94,6 +94,8 @@ struct Shared {
     /// Runs started by `Start` whose outcome is still to be published
     /// (a drain waits for them as for calls).
     outcomes: Mutex<JoinSet<()>>,
+    /// How often it beats.
+    heartbeat: Duration,
     /// Event forwarders by destination subject, each with its lease's end.
     watches: Mutex<HashMap<String, watch::Sender<tokio::time::Instant>>>,
 }
@@ -158,6 +160,7 @@ impl Node {
             seen: Mutex::new(SeenCalls::default()),
             draining: watch::channel(false).0,
             outcomes: Mutex::new(JoinSet::new()),
+            heartbeat: options.heartbeat,
             watches: Mutex::new(HashMap::new()),
         });
         let (stop, stopped) = watch::channel(false);
@@ -508,6 +511,7 @@ async fn beat(shared: &Shared) {
         running_jobs: shared.runtime.running_jobs(),
         max_sessions: shared.max_sessions,
         draining,
+        every_ms: u64::try_from(shared.heartbeat.as_millis()).unwrap_or(u64::MAX),
     };
     match serde_json::to_vec(&beat) {
         Ok(bytes) => {

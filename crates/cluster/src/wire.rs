@@ -238,6 +238,9 @@ pub(crate) struct Heartbeat {
     pub(crate) max_sessions: usize,
     /// It takes no new sessions (it is stopping).
     pub(crate) draining: bool,
+    /// How often it beats, in milliseconds (0: not told).
+    #[serde(default)]
+    pub(crate) every_ms: u64,
 }
 
 /// A placement bucket entry.
