@@ -104,11 +104,15 @@ impl Session {
         request
     }
 
-    /// The session in another process this handle forwards to, if any.
-    fn remote_backend(&self) -> Option<&Arc<dyn RemoteSession>> {
+    /// The session in another process this handle forwards to, if any
+    /// (checking first that this runtime still runs).
+    fn forwarded(&self) -> Result<Option<&Arc<dyn RemoteSession>>> {
         match &self.backend {
-            Backend::Remote(remote) => Some(remote),
-            Backend::Local(_) => None,
+            Backend::Remote(remote) => {
+                self.runtime.check_running()?;
+                Ok(Some(remote))
+            }
+            Backend::Local(_) => Ok(None),
         }
     }
 
@@ -131,8 +135,7 @@ impl Session {
     /// `shutting_down`, and `actor_gone` if the run's actor was killed before
     /// answering (the command may have run; it is never retried).
     pub async fn run(&self, request: RunRequest) -> Result<RunOutcome> {
-        if let Some(remote) = self.remote_backend() {
-            self.runtime.check_running()?;
+        if let Some(remote) = self.forwarded()? {
             return remote.run(self.for_remote(request)).await;
         }
         self.send_run(request, None).await
@@ -145,8 +148,7 @@ impl Session {
     /// # Errors
     /// As [`Session::run`], for a request refused before it started.
     pub async fn start_run(&self, request: RunRequest) -> Result<RunHandle> {
-        if let Some(remote) = self.remote_backend() {
-            self.runtime.check_running()?;
+        if let Some(remote) = self.forwarded()? {
             let started = remote.start_run(self.for_remote(request)).await?;
             return Ok(RunHandle {
                 job_id: started.job_id,
@@ -224,8 +226,7 @@ impl Session {
         max: usize,
     ) -> Result<OutputChunk> {
         let job_id = job_id.clone();
-        if let Some(remote) = self.remote_backend() {
-            self.runtime.check_running()?;
+        if let Some(remote) = self.forwarded()? {
             return remote.read_output(job_id, offset, max).await;
         }
         self.call(
@@ -296,8 +297,7 @@ impl Session {
     }
 
     async fn list_jobs(&self, query: JobQuery) -> Result<JobPage> {
-        if let Some(remote) = self.remote_backend() {
-            self.runtime.check_running()?;
+        if let Some(remote) = self.forwarded()? {
             return remote.jobs_page(query).await;
         }
         self.call(|reply| SessionMsg::ListJobs { query, reply }, None)
@@ -310,8 +310,7 @@ impl Session {
     /// `job_not_found` for an unknown job or another session's job.
     pub async fn job(&self, job_id: &JobId) -> Result<JobInfo> {
         let job_id = job_id.clone();
-        if let Some(remote) = self.remote_backend() {
-            self.runtime.check_running()?;
+        if let Some(remote) = self.forwarded()? {
             return remote.job(job_id).await;
         }
         self.call(|reply| SessionMsg::JobInfo { job_id, reply }, None)
@@ -325,10 +324,10 @@ impl Session {
     /// # Errors
     /// `job_not_found` for an unknown job or another session's job.
     pub async fn wait(&self, job_id: &JobId, timeout: Duration) -> Result<Option<RunResult>> {
-        self.runtime.check_running()?;
-        if let Some(remote) = self.remote_backend() {
+        if let Some(remote) = self.forwarded()? {
             return remote.wait_any(vec![job_id.clone()], timeout).await;
         }
+        self.runtime.check_running()?;
         let actor = self.entry()?.actor;
         let job_id = job_id.clone();
         match actor
@@ -368,8 +367,7 @@ impl Session {
             [one] => return self.wait(one, timeout).await,
             _ => {}
         }
-        if let Some(remote) = self.remote_backend() {
-            self.runtime.check_running()?;
+        if let Some(remote) = self.forwarded()? {
             return remote.wait_any(job_ids.to_vec(), timeout).await;
         }
         let deadline = tokio::time::Instant::now() + timeout;
@@ -406,8 +404,7 @@ impl Session {
     /// `job_not_found` for an unknown job or another session's job.
     pub async fn kill(&self, job_id: &JobId) -> Result<()> {
         let job_id = job_id.clone();
-        if let Some(remote) = self.remote_backend() {
-            self.runtime.check_running()?;
+        if let Some(remote) = self.forwarded()? {
             return remote.kill(job_id).await;
         }
         self.call(|reply| SessionMsg::Kill { job_id, reply }, None)
@@ -422,8 +419,7 @@ impl Session {
     /// # Errors
     /// `shutting_down`, or `actor_gone` if the session stopped.
     pub async fn next_completion(&self) -> Result<RunResult> {
-        if let Some(remote) = self.remote_backend() {
-            self.runtime.check_running()?;
+        if let Some(remote) = self.forwarded()? {
             return remote.next_completion().await;
         }
         let offer = self.call(SessionMsg::NextCompletion, None).await?;
@@ -456,8 +452,7 @@ impl Session {
 
     /// One call on a job's terminal, wherever the session lives.
     pub(crate) async fn pty_call(&self, job_id: &JobId, request: PtyRequest) -> Result<PtyAnswer> {
-        if let Some(remote) = self.remote_backend() {
-            self.runtime.check_running()?;
+        if let Some(remote) = self.forwarded()? {
             return remote.pty(job_id.clone(), request).await;
         }
         match request {
@@ -530,7 +525,7 @@ impl Session {
     /// re-read what it missed with [`Session::read_output`]; it never slows a
     /// run down or grows memory.
     pub fn subscribe(&self) -> Subscription {
-        if let Some(remote) = self.remote_backend() {
+        if let Backend::Remote(remote) = &self.backend {
             return remote.subscribe();
         }
         let receiver = match self.entry() {
