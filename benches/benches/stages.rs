@@ -1,6 +1,8 @@
 //! Where a warm `true` round trip spends its time: the library emits
 //! `trace!` events (target `shellvisor::stage`) at each stage of a run; this
-//! bench records them and prints the median time between consecutive stages.
+//! bench records them and prints the median time between consecutive stages
+//! and how often a stage ran on another thread than the one before it (a
+//! wake-up of a parked worker, the costly part on a small VM).
 //!
 //! `cargo bench -p shellvisor-benches --bench stages`
 
@@ -12,7 +14,7 @@ use tracing::Subscriber;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::prelude::*;
 
-static EVENTS: Mutex<Vec<(Instant, String)>> = Mutex::new(Vec::new());
+static EVENTS: Mutex<Vec<(Instant, String, std::thread::ThreadId)>> = Mutex::new(Vec::new());
 struct Rec;
 impl<S: Subscriber> tracing_subscriber::Layer<S> for Rec {
     fn on_event(&self, e: &tracing::Event<'_>, _c: Context<'_, S>) {
@@ -29,7 +31,10 @@ impl<S: Subscriber> tracing_subscriber::Layer<S> for Rec {
         }
         let mut v = V(String::new());
         e.record(&mut v);
-        EVENTS.lock().unwrap().push((Instant::now(), v.0));
+        EVENTS
+            .lock()
+            .unwrap()
+            .push((Instant::now(), v.0, std::thread::current().id()));
     }
 }
 fn main() {
@@ -59,19 +64,29 @@ fn main() {
             }
             EVENTS.lock().unwrap().clear();
             let mut sums: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            let mut moved: BTreeMap<String, usize> = BTreeMap::new();
             for _ in 0..2000 {
                 let t0 = Instant::now();
                 s.run(shellvisor::RunRequest::new("true")).await.unwrap();
                 let t_end = Instant::now();
                 let ev: Vec<_> = EVENTS.lock().unwrap().drain(..).collect();
-                let mut prev = ("caller: call".to_string(), t0);
-                for (t, name) in ev {
-                    sums.entry(format!("{} -> {}", prev.0, name))
+                let caller = std::thread::current().id();
+                let mut prev = ("caller: call".to_string(), t0, caller);
+                for (t, name, thread) in ev {
+                    let key = format!("{} -> {}", prev.0, name);
+                    if thread != prev.2 {
+                        *moved.entry(key.clone()).or_default() += 1;
+                    }
+                    sums.entry(key)
                         .or_default()
                         .push((t - prev.1).as_secs_f64() * 1e6);
-                    prev = (name, t);
+                    prev = (name, t, thread);
                 }
-                sums.entry(format!("{} -> caller woke", prev.0))
+                let key = format!("{} -> caller woke", prev.0);
+                if std::thread::current().id() != prev.2 {
+                    *moved.entry(key.clone()).or_default() += 1;
+                }
+                sums.entry(key)
                     .or_default()
                     .push((t_end - prev.1).as_secs_f64() * 1e6);
             }
@@ -79,12 +94,16 @@ fn main() {
                 .into_iter()
                 .map(|(k, mut v)| {
                     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-                    (v[v.len() / 2], k, v.len())
+                    let m = moved.get(&k).copied().unwrap_or(0);
+                    (v[v.len() / 2], k, v.len(), m)
                 })
                 .collect();
             rows.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap());
-            for (p50, k, n) in rows {
-                println!("{p50:8.1} µs  {k}  (n={n})");
+            for (p50, k, n, m) in rows {
+                println!(
+                    "{p50:8.1} µs  {k}  (n={n}, another thread {:.0}%)",
+                    100.0 * m as f64 / n as f64
+                );
             }
             runtime.shutdown().await;
         })

@@ -343,7 +343,10 @@ impl Actor for Job {
         match message {
             #[cfg(feature = "chaos")]
             JobMsg::Panic => panic!("chaos: a panic injected into a Job handler"),
-            JobMsg::Runner(RunNotice::Finished(report)) => state.runner_finished(&myself, *report),
+            JobMsg::Runner(RunNotice::Finished(report)) => {
+                tracing::trace!(target: "shellvisor::stage", "job: report handled");
+                state.runner_finished(&myself, *report)
+            }
             JobMsg::Output(notice) => state.output_notice(&myself, notice).await,
             JobMsg::ReadyPolled { already_at_start } => {
                 let notice = already_at_start.then(|| {

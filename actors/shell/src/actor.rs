@@ -111,7 +111,11 @@ impl Actor for Shell {
                     myself.stop(Some("shell ended".to_owned()));
                 }
             }
-            ShellMsg::RunCompleted { fifo_reusable } => live.run_completed(fifo_reusable),
+            ShellMsg::RunCompleted { fifo_reusable } => {
+                tracing::trace!(target: "shellvisor::stage", "shell: completed handled");
+                live.run_completed(fifo_reusable);
+                tracing::trace!(target: "shellvisor::stage", "shell: fifo prepared");
+            }
             ShellMsg::ChannelBroken => live.channel_broken(&myself),
             ShellMsg::StatusClosed => live.status_closed(&myself),
             ShellMsg::StatusClosedGrace => live.status_closed_grace(&myself),

@@ -354,6 +354,7 @@ async fn finish(
             fifo_reusable: writers_gone,
         });
     }
+    tracing::trace!(target: "shellvisor::stage", "pump: job told");
     let _ = reply_to.send_message(RunNotice::Finished(Box::new(RunReport {
         end,
         output,

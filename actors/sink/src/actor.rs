@@ -159,6 +159,7 @@ impl Actor for Sink {
                 let _ = reply.send(state.buffer.total_bytes());
             }
             SinkMsg::Closed => {
+                tracing::trace!(target: "shellvisor::stage", "sink: closed");
                 state.stop_watching();
                 state.flush();
                 state.announce_gap();

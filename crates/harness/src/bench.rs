@@ -138,8 +138,10 @@ async fn warm_round_trips(
 
 /// `sessions` shells driven with the shell protocol by a thread each, no
 /// runtime, `commands` round trips of `true` each, all in flight at once:
-/// what bash's side of the protocol costs at that concurrency.
-fn protocol_alone(sessions: usize, commands: usize) -> std::io::Result<Duration> {
+/// what bash's side of the protocol costs at that concurrency. Answers the
+/// wall time and the CPU spent by this process and the shells while the
+/// commands ran (read before any shell exits).
+fn protocol_alone(sessions: usize, commands: usize) -> std::io::Result<(Duration, CpuTimes)> {
     let mut pipes = Vec::with_capacity(sessions);
     for _ in 0..sessions {
         let mut pipe = ProtocolPipe::start()?;
@@ -169,6 +171,7 @@ fn protocol_alone(sessions: usize, commands: usize) -> std::io::Result<Duration>
                 }
             }
         }
+        let cpu_before = cpu_times()?;
         let started = Instant::now();
         drop(closed);
         for worker in workers {
@@ -176,9 +179,11 @@ fn protocol_alone(sessions: usize, commands: usize) -> std::io::Result<Duration>
                 .join()
                 .map_err(|_| err("a protocol worker panicked"))??;
         }
+        let wall = started.elapsed();
+        let cpu = cpu_times()?.since(&cpu_before);
         match spawn_error {
             Some(error) => Err(error),
-            None => Ok(started.elapsed()),
+            None => Ok((wall, cpu)),
         }
     })
 }
@@ -194,6 +199,7 @@ fn cpu_split(
     commands: usize,
     (wall, lib): (Duration, CpuTimes),
     (bare_wall, bare): (Duration, CpuTimes),
+    protocol: CpuTimes,
 ) {
     let total = (sessions * commands) as f64;
     let per_command = |d: Duration| us(d) / total;
@@ -211,6 +217,15 @@ fn cpu_split(
         runtime,
         Some(("bare pipes: driver", per_command(bare.own))),
         Some(("at most 25 µs".to_owned(), runtime <= 25.0)),
+    ));
+    // The same protocol driven by blocking threads: the part of the
+    // runtime's figure that its system calls (files, the run line, FIFO,
+    // status reads) cost with no runtime at all.
+    report.add(time(
+        &format!("{label}, CPU per command: runtime process, against the protocol alone's driver"),
+        runtime,
+        Some(("protocol alone: driver", per_command(protocol.own))),
+        None,
     ));
     if shells > 0.0 {
         let bare_rate = total / bare_wall.as_secs_f64();
@@ -522,7 +537,7 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
         for pipe in pipes {
             pipe.stop().await;
         }
-        let protocol_wall = protocol_alone(sessions, commands)?;
+        let (protocol_wall, protocol_cpu) = protocol_alone(sessions, commands)?;
         let total = (sessions * commands) as f64;
         let lib_rate = total / wall.as_secs_f64();
         let bare_rate = total / bare_wall.as_secs_f64();
@@ -569,6 +584,7 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
                 commands,
                 (wall, lib_cpu),
                 (bare_wall, bare_cpu),
+                protocol_cpu,
             );
             report.notes.push(format!(
                 "{sessions} sessions open: runtime RSS {} MiB (bash processes not included)",
