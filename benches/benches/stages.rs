@@ -66,11 +66,12 @@ fn main() {
             let mut sums: BTreeMap<String, Vec<f64>> = BTreeMap::new();
             let mut moved: BTreeMap<String, usize> = BTreeMap::new();
             for _ in 0..2000 {
+                // The caller's thread when it calls (the task may move while it waits).
+                let caller = std::thread::current().id();
                 let t0 = Instant::now();
                 s.run(shellvisor::RunRequest::new("true")).await.unwrap();
                 let t_end = Instant::now();
                 let ev: Vec<_> = EVENTS.lock().unwrap().drain(..).collect();
-                let caller = std::thread::current().id();
                 let mut prev = ("caller: call".to_string(), t0, caller);
                 for (t, name, thread) in ev {
                     let key = format!("{} -> {}", prev.0, name);
