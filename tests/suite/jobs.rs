@@ -382,6 +382,47 @@ async fn finished_jobs_are_evicted_after_retention_but_undelivered_results_wait(
     rt.runtime.shutdown().await;
 }
 
+/// A job's deadline timer is kept after the run ends when it fires before
+/// the retention does; its firing then must neither kill nor evict the job
+/// early: it stays for its whole retention and says it completed.
+#[tokio::test]
+async fn a_finished_job_is_kept_past_its_deadline_for_its_retention() {
+    let mut config = Config::default();
+    config.jobs.retention_secs = 3;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("retention-after-deadline").await;
+    let done =
+        crate::support::run_request(&session, RunRequest::new("echo kept").timeout_secs(1)).await;
+    let finished = Instant::now();
+    assert!(!done.timed_out, "{}", done.text);
+    // Past the deadline (1 s) and short of the retention (3 s).
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    let info = session.job(&done.job_id).await.unwrap();
+    assert_eq!(info.state, JobStatus::Completed);
+    assert!(
+        finished.elapsed() < Duration::from_secs(3),
+        "the check came too late to tell"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match session.job(&done.job_id).await {
+            Ok(info) => assert_eq!(info.state, JobStatus::Completed),
+            Err(err) => {
+                assert_eq!(err.code(), ErrorCode::JobNotFound);
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "never evicted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        finished.elapsed() >= Duration::from_millis(2500),
+        "evicted after {:?}, before its retention",
+        finished.elapsed()
+    );
+    rt.runtime.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_started_run_names_its_job_before_it_ends_and_can_be_killed_by_it() {
     let rt = TestRuntime::start().await;

@@ -174,3 +174,39 @@ async fn standby_lead_ms_zero_starts_none() {
     assert_eq!(most, 1, "only the primary shell ran");
     rt.runtime.shutdown().await;
 }
+
+/// The session keeps one standby timer from run to run. A short run leaves
+/// it armed for its own, earlier want; the next run wants its standby later,
+/// and the early firing must not start one for it: it waits for the next
+/// run's own time.
+#[tokio::test]
+async fn an_earlier_runs_timer_does_not_start_the_next_runs_standby_early() {
+    let mut config = Config::default();
+    config.shell.standby_lead_ms = 2000;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("standby-rearmed").await;
+    // Wants a standby 1 s after it starts, but ends at once.
+    let quick = run_request(&session, RunRequest::new("echo $$").timeout_secs(3)).await;
+    let primary = pid_of(&quick.output);
+    let started = Instant::now();
+    let long = tokio::spawn({
+        let session = session.clone();
+        async move { run_request(&session, RunRequest::new("sleep 100").timeout_secs(6)).await }
+    });
+    // This run's standby is due 4 s after it started; the quick run's timer
+    // fired about 1 s in.
+    while started.elapsed() < Duration::from_millis(3000) {
+        assert_eq!(
+            shell_pids(&rt),
+            vec![primary],
+            "a standby started {:?} after the run began, before it was due",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let both = shells_become(&rt, 2, Duration::from_millis(2800)).await;
+    assert!(both.contains(&primary), "{both:?}");
+    let result = long.await.unwrap();
+    assert!(result.timed_out, "{}", result.text);
+    rt.runtime.shutdown().await;
+}

@@ -18,10 +18,8 @@ use shellvisor_actor_pty::PtyMsg;
 use shellvisor_actor_pty::PtySession;
 use shellvisor_actor_shell::ShellMsg;
 use shellvisor_actor_sink::ArtifactBudget;
-use shellvisor_actor_sink::Sink;
 use shellvisor_actor_sink::SinkArgs;
 use shellvisor_actor_sink::SinkFeed;
-use shellvisor_actor_sink::SinkMsg;
 use shellvisor_policy::RunPlan;
 use shellvisor_process::contain::SessionContainment;
 use shellvisor_protocol::BackgroundReason;
@@ -42,6 +40,7 @@ use shellvisor_run::RuntimeContext;
 use shellvisor_run::SessionInit;
 use shellvisor_run::SlotGuard;
 use shellvisor_run::Timer;
+use shellvisor_run::instant_after;
 use tokio::sync::broadcast;
 
 use crate::delivery::Delivery;
@@ -158,12 +157,18 @@ pub(crate) enum Caller {
 /// A job's timers; each is aborted when dropped (with the state).
 #[derive(Debug, Default)]
 pub(crate) struct Timers {
-    pub(crate) deadline: Option<Timer<JobMsg>>,
+    /// The run's deadline and when it fires. Once the run is over it is
+    /// kept, if it fires before the retention ends, to arm the eviction
+    /// then: most runs end long before their deadline, and this saves each
+    /// an aborted timer task and a new one.
+    pub(crate) deadline: Option<(Instant, Timer<JobMsg>)>,
     pub(crate) auto_background: Option<Timer<JobMsg>>,
     /// Fires if the runner does not report within the grace after a kill.
     pub(crate) watchdog: Option<Timer<JobMsg>>,
     /// The retention period after finishing.
     pub(crate) evict: Option<Timer<JobMsg>>,
+    /// When the retention ends (set when the run is over).
+    pub(crate) evict_at: Option<Instant>,
 }
 
 /// The finished run's result and who has had it.
@@ -185,7 +190,7 @@ pub struct JobState {
     pub(crate) job_id: JobId,
     pub(crate) plan: RunPlan,
     pub(crate) runner: RunnerRef,
-    pub(crate) sink: ActorRef<SinkMsg>,
+    /// The run's output: its Sink, started with the first byte.
     pub(crate) feed: SinkFeed,
     pub(crate) notify: DerivedActorRef<JobNotice>,
     pub(crate) events: broadcast::Sender<SessionEvent>,
@@ -225,33 +230,33 @@ impl Actor for Job {
             output.stream_throttle_ms = config.pty.stream_throttle_ms;
         }
         let minimize = minimizer_filter(&args);
-        let (sink, _) = Actor::spawn_linked(
-            None,
-            Sink,
-            SinkArgs {
-                job_id: args.job_id.clone(),
-                config: output,
-                artifact_path: args.artifact_path,
-                budget: args.artifacts.clone(),
-                keep_artifact: config.artifacts_dir.is_some(),
-                events: args.events.clone(),
-                watch: output_watch(&args.plan, &myself),
-                minimize,
-            },
-            myself.get_cell(),
-        )
-        .await?;
+        let sink_args = SinkArgs {
+            job_id: args.job_id.clone(),
+            config: output,
+            artifact_path: args.artifact_path,
+            budget: args.artifacts.clone(),
+            keep_artifact: config.artifacts_dir.is_some(),
+            events: args.events.clone(),
+            watch: output_watch(&args.plan, &myself),
+            minimize,
+        };
+        // A terminal always prints, and a silence clock runs from the start:
+        // their Sink starts now. Any other run's starts with its first byte.
+        let feed = if sink_args.watch.watches_silence() || matches!(args.runner, Runner::Pty(_)) {
+            SinkFeed::spawn(sink_args, myself.get_cell()).await?
+        } else {
+            SinkFeed::lazy(sink_args, myself.get_cell())
+        };
         tracing::trace!(target: "shellvisor::stage", "job: sink spawned");
         let _ = args.events.send(SessionEvent::JobStarted {
             job_id: args.job_id.clone(),
             command: args.plan.command.clone(),
         });
         let mut timers = Timers {
-            deadline: args
-                .plan
-                .timeout
-                .deadline
-                .map(|after| AbortOnDrop(myself.send_after(after, || JobMsg::DeadlineElapsed))),
+            deadline: args.plan.timeout.deadline.map(|after| {
+                let timer = AbortOnDrop(myself.send_after(after, || JobMsg::DeadlineElapsed));
+                (instant_after(after), timer)
+            }),
             ..Timers::default()
         };
         let (caller, slot) = match args.start {
@@ -268,7 +273,6 @@ impl Actor for Job {
         let started_at_ms = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let feed = SinkFeed::new(sink.clone());
         let mut pty_failure = None;
         let runner =
             match args.runner {
@@ -307,7 +311,6 @@ impl Actor for Job {
             job_id: args.job_id,
             plan: args.plan,
             runner,
-            sink,
             feed,
             notify: args.notify,
             events: args.events,
@@ -396,13 +399,7 @@ impl Actor for Job {
                 RunReport::without_output(RunEnd::ShellLost { reason }),
             ),
             JobMsg::ReadOutput { offset, max, reply } => {
-                if let Err(MessagingErr::SendErr(SinkMsg::Read { reply, .. })) =
-                    state.sink.cast(SinkMsg::Read { offset, max, reply })
-                {
-                    let _ = reply.send(Err(Error::OutputUnavailable {
-                        reason: "the output buffer of this job stopped".to_owned(),
-                    }));
-                }
+                state.feed.read(offset, max, reply);
             }
             JobMsg::GetInfo(reply) => {
                 let info = state.info().await;
@@ -421,9 +418,14 @@ impl Actor for Job {
                 }
             }
             JobMsg::DeadlineElapsed => {
-                state.timers.deadline = None;
+                let fired = state.timers.deadline.take().is_some();
                 if state.answers.result.is_none() {
                     state.kill(&myself, KillReason::Timeout);
+                } else if fired && let Some(at) = state.timers.evict_at {
+                    // The run ended before its deadline: the retention goes on.
+                    let left = at.saturating_duration_since(Instant::now());
+                    state.timers.evict =
+                        Some(AbortOnDrop(myself.send_after(left, || JobMsg::Evict)));
                 }
             }
             JobMsg::AutoBackground => {
@@ -528,6 +530,18 @@ impl JobState {
     /// Keeps the finished job for the retention period.
     pub(crate) fn arm_eviction(&mut self, myself: &ActorRef<JobMsg>) {
         let retention = std::time::Duration::from_secs(self.ctx.config.jobs.retention_secs);
+        let at = instant_after(retention);
+        self.timers.evict_at = Some(at);
+        if self
+            .timers
+            .deadline
+            .as_ref()
+            .is_some_and(|(fires, _)| *fires <= at)
+        {
+            // The deadline's timer arms the eviction when it fires.
+            return;
+        }
+        self.timers.deadline = None;
         self.timers.evict = Some(AbortOnDrop(myself.send_after(retention, || JobMsg::Evict)));
     }
 }

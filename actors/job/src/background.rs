@@ -6,7 +6,6 @@ use std::time::Duration;
 use ractor::rpc::CallResult;
 use shellvisor_actor_pty::PtyCall;
 use shellvisor_actor_pty::PtyMsg;
-use shellvisor_actor_sink::SinkMsg;
 use shellvisor_output::awaiting_input_text;
 use shellvisor_output::background_text;
 use shellvisor_protocol::BackgroundReason;
@@ -38,14 +37,7 @@ impl JobState {
                 return;
             }
         };
-        let summary = match self
-            .sink
-            .call(SinkMsg::Snapshot, Some(PREVIEW_DEADLINE))
-            .await
-        {
-            Ok(CallResult::Success(summary)) => Some(summary),
-            _ => None,
-        };
+        let summary = self.feed.snapshot(PREVIEW_DEADLINE).await;
         let output_bytes = summary.as_ref().map_or(0, |s| s.truncation.total_bytes);
         let preview = match reason {
             BackgroundReason::AwaitingInput => self.screen_text().await,

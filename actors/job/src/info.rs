@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use ractor::rpc::CallResult;
-use shellvisor_actor_sink::SinkMsg;
 use shellvisor_protocol::JobInfo;
 use shellvisor_protocol::JobStatus;
 
@@ -35,14 +33,7 @@ impl JobState {
                 )
             }
             None => {
-                let bytes = match self
-                    .sink
-                    .call(SinkMsg::GetTotal, Some(COUNT_DEADLINE))
-                    .await
-                {
-                    Ok(CallResult::Success(total)) => total,
-                    _ => 0,
-                };
+                let bytes = self.feed.total_bytes(COUNT_DEADLINE).await.unwrap_or(0);
                 let wall = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
                 (JobStatus::Running, None, bytes, wall)
             }

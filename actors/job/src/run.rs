@@ -80,8 +80,8 @@ impl JobState {
         if self.answers.result.is_some() {
             return;
         }
-        // Dropping the timers aborts them.
-        self.timers.deadline = None;
+        // Dropping the timers aborts them (the deadline's may arm the
+        // eviction: see `arm_eviction`).
         self.timers.auto_background = None;
         self.timers.watchdog = None;
         self.note_unready();
@@ -129,6 +129,10 @@ impl JobState {
             exit_code: result.exit_code,
             timed_out: result.timed_out,
         });
+        // Armed before anyone is answered: a task spawned after the reply
+        // would take the caller's place as the next task on this thread
+        // (tokio's LIFO slot) and push the caller to another worker.
+        self.arm_eviction(myself);
         let waiters = std::mem::take(&mut self.answers.waiters);
         self.answers.result = Some(result);
         for waiter in waiters {
@@ -144,6 +148,5 @@ impl JobState {
         for killer in self.answers.kill_waiters.drain(..) {
             let _ = killer.send(Ok(()));
         }
-        self.arm_eviction(myself);
     }
 }

@@ -43,3 +43,4 @@ pub use slots::JobSlots;
 pub use slots::SlotGuard;
 pub use timers::AbortOnDrop;
 pub use timers::Timer;
+pub use timers::instant_after;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::standby::StandbyClock;
 use ractor::Actor;
 use ractor::ActorId;
 use ractor::ActorProcessingErr;
@@ -21,7 +22,6 @@ use shellvisor_run::ArtifactBudget;
 use shellvisor_run::JobSlots;
 use shellvisor_run::RuntimeContext;
 use shellvisor_run::SessionInit;
-use shellvisor_run::Timer;
 use tokio::sync::broadcast;
 
 use crate::book::JobBook;
@@ -72,7 +72,7 @@ pub struct SessionState {
     /// Failures of the primary shell.
     pub(crate) budget: RestartBudget,
     /// Asks for the standby once the primary has been held long enough.
-    pub(crate) standby_timer: Option<Timer<SessionMsg>>,
+    pub(crate) standby: StandbyClock,
     /// When the session was last called; closes it when idle.
     pub(crate) idle: IdleClock,
     /// A notice for the next run: the session's directory vanished and its
@@ -98,7 +98,7 @@ impl Actor for Session {
                 restart.max_restarts,
                 Duration::from_secs(restart.window_secs),
             ),
-            standby_timer: None,
+            standby: StandbyClock::default(),
             idle: IdleClock::new(args.ctx.config.sessions.idle_close()),
             relocated: None,
             args,
@@ -186,8 +186,10 @@ impl Actor for Session {
             }) => {
                 state.job_finished(&myself, &job_id, release, deliver).await;
             }
-            SessionMsg::PrepareStandby { job_id } => {
-                state.prepare_standby(&myself, &job_id).await;
+            SessionMsg::PrepareStandby => {
+                if let Some(job_id) = state.standby.fired(&myself) {
+                    state.prepare_standby(&myself, &job_id).await;
+                }
             }
             SessionMsg::Shell(ShellNotice::Ended {
                 shell,

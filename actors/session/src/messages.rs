@@ -81,12 +81,8 @@ pub enum SessionMsg {
     /// The next finished background job whose result nobody has taken
     /// (answered when one finishes), as an offer to take.
     NextCompletion(RpcReplyPort<Offer>),
-    /// The primary has been held by `job_id` long enough to prepare a
-    /// standby shell (sent by the Session's own timer).
-    PrepareStandby {
-        /// The job that held the primary when the timer was set.
-        job_id: JobId,
-    },
+    /// A standby shell may be due (sent by the Session's own timer).
+    PrepareStandby,
     /// The idle limit may have passed (sent by the Session's own timer).
     IdleCheck,
     /// From a Job.
@@ -110,7 +106,7 @@ impl SessionMsg {
             | SessionMsg::NextCompletion(_) => true,
             #[cfg(feature = "chaos")]
             SessionMsg::Panic => false,
-            SessionMsg::PrepareStandby { .. }
+            SessionMsg::PrepareStandby
             | SessionMsg::IdleCheck
             | SessionMsg::Job(_)
             | SessionMsg::Shell(_) => false,

@@ -72,7 +72,7 @@ impl SessionState {
                 last_failure: spent.last_failure,
             });
         }
-        self.standby_timer = None;
+        self.standby.withdraw();
         if self.shells.promote_standby() {
             tracing::debug!(session = %self.args.id, "standby shell promoted to primary");
             return Ok(());
@@ -221,7 +221,7 @@ impl SessionState {
         match self.shells.give_back(job_id, release.as_ref()) {
             Returned::Nothing => {}
             Returned::PrimaryKept { stale_standby } => {
-                self.standby_timer = None;
+                self.standby.withdraw();
                 if let Some(standby) = stale_standby {
                     stop(&standby);
                 }

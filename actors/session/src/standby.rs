@@ -8,13 +8,16 @@
 //!
 //! The standby is valid only while the primary is held: the session's state
 //! changes only when a primary run completes, and then the standby is retired.
-//! Short runs never start one: the timer is cancelled when the run ends.
+//! Short runs never start one: their want is withdrawn when they end.
 
 use std::time::Duration;
+use std::time::Instant;
 
 use ractor::ActorRef;
 use shellvisor_protocol::JobId;
 use shellvisor_run::AbortOnDrop;
+use shellvisor_run::Timer;
+use shellvisor_run::instant_after;
 
 use crate::actor::SessionState;
 use crate::messages::SessionMsg;
@@ -30,7 +33,7 @@ impl SessionState {
         job_id: &JobId,
         leaves_shell_in: Option<Duration>,
     ) {
-        self.standby_timer = None;
+        self.standby.withdraw();
         let (Some(lead), Some(leaves_in)) =
             (self.args.ctx.config.shell.standby_lead(), leaves_shell_in)
         else {
@@ -39,18 +42,13 @@ impl SessionState {
         if self.shells.has_standby() {
             return;
         }
-        let job_id = job_id.clone();
-        self.standby_timer = Some(AbortOnDrop(
-            myself.send_after(leaves_in.saturating_sub(lead), move || {
-                SessionMsg::PrepareStandby { job_id }
-            }),
-        ));
+        let at = instant_after(leaves_in.saturating_sub(lead));
+        self.standby.want(myself, job_id.clone(), at);
     }
 
     /// The standby timer fired: start the standby if `job_id` still holds
     /// the primary and there is none yet.
     pub(crate) async fn prepare_standby(&mut self, myself: &ActorRef<SessionMsg>, job_id: &JobId) {
-        self.standby_timer = None;
         if !self.shells.wants_standby_for(job_id) || self.budget.is_spent() {
             return;
         }
@@ -65,5 +63,54 @@ impl SessionState {
                 tracing::debug!(session = %self.args.id, %err, "could not start a standby shell");
             }
         }
+    }
+}
+
+/// How early a timer may fire and still count as on time.
+const SLACK: Duration = Duration::from_millis(2);
+
+/// The standby's timer: one per session, kept from run to run. A run that
+/// holds the primary says when it would want a standby; its end withdraws
+/// the want. The timer is armed again only when it would fire too late:
+/// most runs end long before their want, and this spares each of them a
+/// timer task spawned and another aborted.
+#[derive(Debug, Default)]
+pub(crate) struct StandbyClock {
+    /// When the armed timer fires, and the timer.
+    timer: Option<(Instant, Timer<SessionMsg>)>,
+    /// The run that wants a standby, and from when.
+    wanted: Option<(JobId, Instant)>,
+}
+
+impl StandbyClock {
+    /// `job_id` wants a standby at `at`.
+    fn want(&mut self, myself: &ActorRef<SessionMsg>, job_id: JobId, at: Instant) {
+        self.wanted = Some((job_id, at));
+        if self.timer.as_ref().is_none_or(|(fires, _)| *fires > at) {
+            self.arm(myself, at);
+        }
+    }
+
+    fn arm(&mut self, myself: &ActorRef<SessionMsg>, at: Instant) {
+        let after = at.saturating_duration_since(Instant::now());
+        let timer = AbortOnDrop(myself.send_after(after, || SessionMsg::PrepareStandby));
+        self.timer = Some((at, timer));
+    }
+
+    /// No run wants a standby (the timer, if armed, fires for nothing).
+    pub(crate) fn withdraw(&mut self) {
+        self.wanted = None;
+    }
+
+    /// The timer fired: the run whose standby is due, if any. A want that
+    /// is not due yet arms the timer again.
+    pub(crate) fn fired(&mut self, myself: &ActorRef<SessionMsg>) -> Option<JobId> {
+        self.timer = None;
+        let at = self.wanted.as_ref()?.1;
+        if at > instant_after(SLACK) {
+            self.arm(myself, at);
+            return None;
+        }
+        self.wanted.take().map(|(job_id, _)| job_id)
     }
 }

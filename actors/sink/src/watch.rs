@@ -30,6 +30,14 @@ pub struct OutputWatch {
     pub notify: Option<DerivedActorRef<SinkNotice>>,
 }
 
+impl OutputWatch {
+    /// Whether silence is watched: the Sink's clock must then run from the
+    /// start of the run, before any output.
+    pub fn watches_silence(&self) -> bool {
+        self.notify.is_some() && self.idle.is_some()
+    }
+}
+
 /// The watch in progress.
 #[derive(Debug)]
 pub(crate) struct Watching {

@@ -269,3 +269,95 @@ async fn a_line_cut_at_the_column_cap_is_truncated_and_saved_whole() {
     assert!(!summary.truncation.truncated);
     assert!(summary.truncation.artifact.is_none());
 }
+
+/// An actor that only supervises (a stand-in for the Job).
+struct Parent;
+
+impl Actor for Parent {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ractor::ActorRef<()>,
+        _args: (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+/// A lazy feed starts no Sink for a run that prints nothing, and answers
+/// for it as a Sink that got no byte would; the first byte starts one under
+/// the supervisor, and from then on the Sink answers.
+#[tokio::test]
+async fn a_lazy_feed_starts_its_sink_with_the_first_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let (parent, _) = Actor::spawn(None, Parent, ()).await.unwrap();
+    let args = || SinkArgs {
+        job_id: JobId::random().unwrap(),
+        config: small_config(),
+        artifact_path: dir.path().join("a.log"),
+        budget: ArtifactBudget::runtime(u64::MAX),
+        keep_artifact: false,
+        events: broadcast::channel(16).0,
+        watch: OutputWatch::default(),
+        minimize: None,
+    };
+    let read = |feed: &SinkFeed, offset| {
+        let feed = feed.clone();
+        async move {
+            let (reply, rx) = ractor::concurrency::oneshot();
+            feed.read(offset, 100, reply.into());
+            tokio::time::timeout(Duration::from_secs(5), rx)
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let deadline = Duration::from_secs(5);
+
+    // Nothing printed: no Sink, and the answers of an empty one.
+    let silent = SinkFeed::lazy(args(), parent.get_cell());
+    let summary = silent.complete(deadline).await.unwrap();
+    assert_eq!(summary, shellvisor_actor_sink::OutputSummary::empty());
+    assert_eq!(silent.total_bytes(deadline).await, Some(0));
+    assert_eq!(silent.snapshot(deadline).await.unwrap(), summary);
+    let chunk = read(&silent, 0).await;
+    assert!(chunk.data.is_empty() && chunk.total_bytes == 0 && !chunk.closed);
+    silent.close();
+    assert!(read(&silent, 7).await.closed);
+    assert!(
+        parent.get_children().is_empty(),
+        "a Sink was started for no output"
+    );
+
+    // The first byte starts it, as the parent's child.
+    let printing = SinkFeed::lazy(args(), parent.get_cell());
+    assert!(printing.push(Bytes::from_static(b"hello\n")).await);
+    assert_eq!(parent.get_children().len(), 1);
+    assert!(printing.push(Bytes::from_static(b"world\n")).await);
+    let summary = printing.complete(deadline).await.unwrap();
+    assert_eq!(summary.truncation.total_bytes, 12);
+    assert_eq!(summary.rendered.body, "hello\nworld\n");
+    assert_eq!(printing.total_bytes(deadline).await, Some(12));
+    printing.close();
+    let chunk = read(&printing, 6).await;
+    assert_eq!(&chunk.data[..], b"world\n");
+
+    // A Sink that cannot start (its supervisor is gone) loses the output
+    // visibly: no rendering, never an empty one.
+    parent.stop(None);
+    let deadline_at = tokio::time::Instant::now() + Duration::from_secs(5);
+    while parent.get_status() != ractor::ActorStatus::Stopped {
+        assert!(
+            tokio::time::Instant::now() < deadline_at,
+            "the parent never stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let orphan = SinkFeed::lazy(args(), parent.get_cell());
+    assert!(!orphan.push(Bytes::from_static(b"lost\n")).await);
+    assert_eq!(orphan.complete(deadline).await, None);
+}
