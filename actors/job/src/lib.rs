@@ -1,6 +1,8 @@
 //! The Job actor: one run of one command.
 //!
-//! Every run is a Job. It starts a Sink for the run's output, sends the command
+//! Every run is a Job. It makes the feed of the run's output, which starts the
+//! Job's Sink with the first byte (at once for a terminal or a watched
+//! silence), sends the command
 //! to the Shell it was given, enforces the deadline (asking the Shell to kill
 //! its process group, with a watchdog in case the Shell never answers), turns
 //! the Shell's report into a [`RunResult`](shellvisor_protocol::RunResult), and
