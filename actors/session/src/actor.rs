@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::standby::StandbyClock;
 use ractor::Actor;
 use ractor::ActorId;
 use ractor::ActorProcessingErr;
@@ -29,6 +28,7 @@ use crate::budget::RestartBudget;
 use crate::idle::IdleClock;
 use crate::messages::SessionMsg;
 use crate::pool::ShellPool;
+use crate::standby::StandbyClock;
 
 /// How long a closing session waits for its children to stop.
 const CHILDREN_STOP_TIMEOUT: Duration = Duration::from_secs(10);
