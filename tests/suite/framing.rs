@@ -157,6 +157,36 @@ async fn late_output_stays_with_its_run_while_the_next_run_is_going() {
     rt.runtime.shutdown().await;
 }
 
+/// A run that prints nothing has no Sink when it ends; a `&` child that
+/// prints afterwards starts it, and its bytes are the run's, readable by
+/// offset, with the end of the stream told once the child is done.
+#[tokio::test]
+async fn late_output_of_a_silent_run_is_kept_for_it() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("late-silent").await;
+    let silent = run(&session, "(sleep 0.3; echo late; echo later >&2) &").await;
+    assert_eq!(silent.output, "");
+    let before = session.read_output(&silent.job_id, 0, 4096).await.unwrap();
+    assert!(
+        !before.closed,
+        "the child still holds the output: {before:?}"
+    );
+    let next = run(&session, "echo next").await;
+    assert_eq!(next.output, "next\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let chunk = session.read_output(&silent.job_id, 0, 4096).await.unwrap();
+        if chunk.closed {
+            assert_eq!(&chunk.data[..], b"late\nlater\n");
+            assert_eq!(chunk.total_bytes, 11);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{chunk:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    rt.runtime.shutdown().await;
+}
+
 #[tokio::test]
 async fn output_cannot_forge_the_end_of_a_run() {
     let rt = TestRuntime::start().await;
