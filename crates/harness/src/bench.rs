@@ -19,6 +19,7 @@ use crate::baseline::spawn_per_command;
 use crate::cpu::CpuTimes;
 use crate::cpu::cpu_times;
 use crate::interfaces::InterfaceRun;
+use crate::pin::PinnedToOneCpu;
 use crate::protocol_floor::ProtocolPipe;
 use crate::report::Report;
 use crate::report::figure;
@@ -119,6 +120,21 @@ fn err(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
+/// `count` warm round trips of `command` from a task on the runtime's
+/// workers: where an embedder's handlers, and the MCP and JSON-RPC servers'
+/// call handlers, call from.
+async fn warm_round_trips_in_task(
+    session: &Session,
+    command: &'static str,
+    count: usize,
+) -> std::io::Result<Samples> {
+    let session = session.clone();
+    tokio::spawn(async move { warm_round_trips(&session, command, count).await })
+        .await
+        .map_err(err)?
+}
+
+/// `count` warm round trips of `command`, called from the current thread.
 async fn warm_round_trips(
     session: &Session,
     command: &str,
@@ -134,6 +150,50 @@ async fn warm_round_trips(
         }
     }
     Ok(samples)
+}
+
+/// The warm `true` round trip and the protocol alone with every thread of
+/// this process, and the shells, on one CPU: no wake-up crosses CPUs, so the
+/// gap between the two is the runtime's own work per call (on a small VM a
+/// crossing wake-up costs tens of microseconds, and whether one crosses is
+/// the kernel's placement, the same for both only by luck).
+async fn one_cpu(report: &mut Report, round_trips: usize) -> std::io::Result<()> {
+    let pinned = PinnedToOneCpu::current()?;
+    let runtime = Runtime::start(Config::default()).await.map_err(err)?;
+    let measured = async {
+        let session = runtime.session("one-cpu").await.map_err(err)?;
+        let mut floor = ProtocolPipe::start()?;
+        warm_round_trips_in_task(&session, "true", 100).await?;
+        floor.round_trips_of("true", 100)?;
+        let (mut lib, mut protocol) = (Samples::default(), Samples::default());
+        while lib.len() < round_trips {
+            lib.extend(warm_round_trips_in_task(&session, "true", 100).await?);
+            protocol.extend(floor.round_trips_of("true", 100)?);
+        }
+        Ok::<_, std::io::Error>((lib, protocol))
+    }
+    .await;
+    runtime.shutdown().await;
+    let cpu = pinned.cpu();
+    drop(pinned);
+    let (lib, protocol) = measured?;
+    report.add(time(
+        "shell protocol alone, `true` p50, on one CPU",
+        us(protocol.p50()),
+        None,
+        None,
+    ));
+    let ratio = lib.p50().as_secs_f64() / protocol.p50().as_secs_f64();
+    report.add(time(
+        "warm `true` round trip p50 on one CPU, against the protocol alone on it",
+        us(lib.p50()),
+        Some(("shell protocol alone on one CPU p50", us(protocol.p50()))),
+        Some(("p50 <= 1.3x protocol alone".to_owned(), ratio <= 1.3)),
+    ));
+    report.notes.push(format!(
+        "one-CPU figures: this process's threads and its shells held on CPU {cpu}"
+    ));
+    Ok(())
 }
 
 /// `sessions` shells driven with the shell protocol by a thread each, no
@@ -291,14 +351,14 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
     for command in ["true", "echo hi"] {
         let mut pipe = BarePipe::start()?;
         let mut floor = ProtocolPipe::start()?;
-        warm_round_trips(&session, command, 100).await?;
+        warm_round_trips_in_task(&session, command, 100).await?;
         pipe.round_trips_of(command, 100)?;
         floor.round_trips_of(command, 100)?;
         let (mut lib, mut bare, mut protocol) =
             (Samples::default(), Samples::default(), Samples::default());
         let block = 100;
         while lib.len() < options.round_trips {
-            lib.extend(warm_round_trips(&session, command, block).await?);
+            lib.extend(warm_round_trips_in_task(&session, command, block).await?);
             bare.extend(pipe.round_trips_of(command, block)?);
             protocol.extend(floor.round_trips_of(command, block)?);
         }
@@ -337,8 +397,26 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
             }),
         ));
     }
+    // The same calls from a thread outside the runtime's workers (a
+    // `block_on` caller): each call then wakes a parked worker and each
+    // answer the caller's thread, two cross-thread wake-ups more.
+    let outside = {
+        let (session, handle) = (session.clone(), tokio::runtime::Handle::current());
+        let count = options.round_trips;
+        tokio::task::spawn_blocking(move || {
+            handle.block_on(warm_round_trips(&session, "true", count))
+        })
+        .await
+        .map_err(err)??
+    };
+    report.add(time(
+        "warm `true` round trip p50, called from outside the runtime's workers (`block_on`)",
+        us(outside.p50()),
+        Some(("called from a task", us(library_true_p50))),
+        None,
+    ));
     let spawned = spawn_per_command((options.round_trips / 10).max(20))?;
-    let warm = warm_round_trips(&session, "true", 200).await?;
+    let warm = warm_round_trips_in_task(&session, "true", 200).await?;
     report.add(rate(
         "warm `true` commands/s (1 / p50)",
         1.0 / warm.p50().as_secs_f64(),
@@ -349,6 +427,9 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
         )),
         None,
     ));
+
+    progress("warm round trips on one CPU");
+    one_cpu(&mut report, options.round_trips).await?;
 
     // The interfaces, from outside, against their own floors.
     if let Some(exe) = options.interfaces.clone() {

@@ -13,6 +13,7 @@ mod cluster;
 mod cpu;
 mod interfaces;
 mod line_client;
+mod pin;
 mod protocol_floor;
 mod report;
 mod samples;
