@@ -43,19 +43,25 @@ pub struct SinkFeed {
 struct Shared {
     /// The Sink once started; `None` inside when it could not be.
     sink: OnceCell<Option<ActorRef<SinkMsg>>>,
-    /// What a lazy feed starts its Sink with (taken then).
-    start: Mutex<Option<(SinkArgs, ActorCell)>>,
+    /// What a lazy feed starts its Sink with (taken then, or by a stop).
+    start: Mutex<Option<SinkArgs>>,
+    /// The Sink's supervisor (the one it is started under, or linked to
+    /// since): `None` for a feed made of a Sink started elsewhere.
+    parent: Mutex<Option<ActorCell>>,
     permits: Arc<Semaphore>,
     /// Whether any chunk was sent (by any clone).
     pushed: AtomicBool,
     /// Whether the stream ended before any Sink was started.
     closed: AtomicBool,
+    /// Whether [`SinkFeed::adopt`] moved the Sink (a start under the old
+    /// supervisor then follows it).
+    adopted: AtomicBool,
 }
 
 impl SinkFeed {
     /// A feed for a started `sink`.
     pub fn new(sink: ActorRef<SinkMsg>) -> Self {
-        Self::with(OnceCell::new_with(Some(Some(sink))), None)
+        Self::with(OnceCell::new_with(Some(Some(sink))), None, None)
     }
 
     /// Starts a Sink under `supervisor` now and feeds it.
@@ -63,8 +69,12 @@ impl SinkFeed {
         args: SinkArgs,
         supervisor: ActorCell,
     ) -> std::result::Result<Self, SpawnErr> {
-        let (sink, _) = Actor::spawn_linked(None, Sink, args, supervisor).await?;
-        Ok(Self::new(sink))
+        let (sink, _) = Actor::spawn_linked(None, Sink, args, supervisor.clone()).await?;
+        Ok(Self::with(
+            OnceCell::new_with(Some(Some(sink))),
+            None,
+            Some(supervisor),
+        ))
     }
 
     /// A feed whose Sink is started under `supervisor` with the first chunk.
@@ -72,36 +82,35 @@ impl SinkFeed {
     /// ([`crate::OutputWatch::watches_silence`]): that clock runs from the
     /// start.
     pub fn lazy(args: SinkArgs, supervisor: ActorCell) -> Self {
-        Self::with(OnceCell::new(), Some((args, supervisor)))
+        Self::with(OnceCell::new(), Some(args), Some(supervisor))
     }
 
     fn with(
         sink: OnceCell<Option<ActorRef<SinkMsg>>>,
-        start: Option<(SinkArgs, ActorCell)>,
+        start: Option<SinkArgs>,
+        parent: Option<ActorCell>,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
                 sink,
                 start: Mutex::new(start),
+                parent: Mutex::new(parent),
                 permits: Arc::new(Semaphore::new(MAX_CHUNKS_IN_FLIGHT)),
                 pushed: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
+                adopted: AtomicBool::new(false),
             }),
         }
     }
 
     /// The Sink, started now if it was not.
     async fn started(&self) -> Option<&ActorRef<SinkMsg>> {
-        self.shared
+        let sink = self
+            .shared
             .sink
             .get_or_init(|| async {
-                let start = self
-                    .shared
-                    .start
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .take();
-                let (args, supervisor) = start?;
+                let args = lock(&self.shared.start).take()?;
+                let supervisor = lock(&self.shared.parent).clone()?;
                 match Actor::spawn_linked(None, Sink, args, supervisor).await {
                     Ok((sink, _)) => Some(sink),
                     Err(err) => {
@@ -111,10 +120,58 @@ impl SinkFeed {
                 }
             })
             .await
-            .as_ref()
+            .as_ref()?;
+        // Adopted while it started: it moves to its new supervisor.
+        if self.shared.adopted.load(Ordering::Acquire) {
+            self.follow_parent(sink);
+        }
+        Some(sink)
     }
 
-    /// The Sink if it was started.
+    /// Moves the Sink, started or not, under `supervisor`: a finished run's
+    /// output outlives the actor that ran it when that actor goes on to
+    /// serve the session's next run. A Sink started elsewhere (a feed made
+    /// with [`SinkFeed::new`]) stays where it is.
+    pub fn adopt(&self, supervisor: ActorCell) {
+        {
+            let mut parent = lock(&self.shared.parent);
+            if parent.is_none() {
+                return;
+            }
+            *parent = Some(supervisor);
+            self.shared.adopted.store(true, Ordering::Release);
+        }
+        if let Some(sink) = self.current() {
+            self.follow_parent(sink);
+        }
+    }
+
+    /// Links `sink` to the feed's supervisor if it is under another.
+    fn follow_parent(&self, sink: &ActorRef<SinkMsg>) {
+        let parent = lock(&self.shared.parent);
+        let Some(parent) = parent.as_ref() else {
+            return;
+        };
+        let cell = sink.get_cell();
+        let current = cell.try_get_supervisor();
+        if current.as_ref().map(ActorCell::get_id) == Some(parent.get_id()) {
+            return;
+        }
+        if let Some(old) = current {
+            cell.unlink(old);
+        }
+        cell.link(parent.clone());
+    }
+
+    /// Stops the Sink, and keeps a lazy feed from ever starting one: the
+    /// run's output is let go (its reads fail as a stopped Sink's do).
+    pub fn stop(&self, reason: &str) {
+        lock(&self.shared.start).take();
+        if let Some(sink) = self.current() {
+            sink.stop(Some(reason.to_owned()));
+        }
+    }
+
     fn current(&self) -> Option<&ActorRef<SinkMsg>> {
         self.shared.sink.get().and_then(Option::as_ref)
     }
@@ -211,6 +268,14 @@ impl SinkFeed {
             let _ = sink.cast(SinkMsg::Closed);
         }
     }
+}
+
+/// The lock, whether or not a holder panicked (what it guards stays valid:
+/// each holder only takes or replaces the value).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn stopped() -> Error {

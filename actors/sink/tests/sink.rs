@@ -285,6 +285,16 @@ impl Actor for Parent {
     ) -> Result<(), ractor::ActorProcessingErr> {
         Ok(())
     }
+
+    /// A child's end is no reason to stop (ractor's default would).
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ractor::ActorRef<()>,
+        _event: ractor::SupervisionEvent,
+        _state: &mut (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        Ok(())
+    }
 }
 
 /// A lazy feed starts no Sink for a run that prints nothing, and answers
@@ -360,4 +370,70 @@ async fn a_lazy_feed_starts_its_sink_with_the_first_byte() {
     let orphan = SinkFeed::lazy(args(), parent.get_cell());
     assert!(!orphan.push(Bytes::from_static(b"lost\n")).await);
     assert_eq!(orphan.complete(deadline).await, None);
+}
+
+/// An adopted feed's Sink, started before or after the adoption, lives
+/// under its new supervisor: the old one stopping takes none of it, and
+/// the output stays readable until the feed is stopped.
+#[tokio::test]
+async fn an_adopted_sink_outlives_its_first_supervisor_until_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |name: &str| SinkArgs {
+        job_id: JobId::random().unwrap(),
+        config: small_config(),
+        artifact_path: dir.path().join(name),
+        budget: ArtifactBudget::runtime(u64::MAX),
+        keep_artifact: false,
+        events: broadcast::channel(16).0,
+        watch: OutputWatch::default(),
+        minimize: None,
+    };
+    let read = |feed: &SinkFeed| {
+        let feed = feed.clone();
+        async move {
+            let (reply, rx) = ractor::concurrency::oneshot();
+            feed.read(0, 100, reply.into());
+            tokio::time::timeout(Duration::from_secs(5), rx)
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let (first, first_handle) = Actor::spawn(None, Parent, ()).await.unwrap();
+    let (second, _) = Actor::spawn(None, Parent, ()).await.unwrap();
+
+    // Started before the adoption, and one that starts only after it.
+    let started = SinkFeed::lazy(args("a.log"), first.get_cell());
+    assert!(started.push(Bytes::from_static(b"before\n")).await);
+    let late = SinkFeed::lazy(args("b.log"), first.get_cell());
+    assert_eq!(first.get_children().len(), 1);
+    started.adopt(second.get_cell());
+    late.adopt(second.get_cell());
+    assert!(late.push(Bytes::from_static(b"after\n")).await);
+    assert!(first.get_children().is_empty(), "a Sink stayed behind");
+    assert_eq!(second.get_children().len(), 2);
+
+    first.stop(None);
+    tokio::time::timeout(Duration::from_secs(5), first_handle)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&read(&started).await.unwrap().data[..], b"before\n");
+    assert_eq!(&read(&late).await.unwrap().data[..], b"after\n");
+
+    // Stopped: its output goes, and a lazy feed never starts one.
+    started.stop("let go");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while second.get_children().len() != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Sink never stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(read(&started).await.is_err());
+    let silent = SinkFeed::lazy(args("c.log"), second.get_cell());
+    silent.stop("let go");
+    assert!(!silent.push(Bytes::from_static(b"never\n")).await);
+    assert_eq!(second.get_children().len(), 1);
 }
