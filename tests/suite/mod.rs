@@ -12,6 +12,7 @@ mod output;
 mod overlap;
 mod persistence;
 mod policy;
+mod pooling;
 mod pty;
 mod readiness;
 mod restart;

@@ -210,6 +210,13 @@ pub struct JobState {
     pub(crate) limits: Option<RunLimitsState>,
     /// The session's init (its failure is told once, in a result).
     pub(crate) init: Option<Arc<SessionInit>>,
+    /// Which of the actor's runs this is (1 for its first): its timers
+    /// carry it, so one that fired as the run was recorded is ignored.
+    pub(crate) run: u64,
+    /// The run is over and its record went to the Session: the actor
+    /// waits for the session's next run (and answers requests about this
+    /// one that were sent before the Session had the record).
+    pub(crate) recorded: bool,
 }
 
 impl Actor for Job {
@@ -222,119 +229,7 @@ impl Actor for Job {
         myself: ActorRef<JobMsg>,
         args: JobArgs,
     ) -> std::result::Result<JobState, ActorProcessingErr> {
-        tracing::trace!(target: "shellvisor::stage", "job: pre_start");
-        let started = Instant::now();
-        let config = &args.ctx.config;
-        let mut output = config.output.clone();
-        if let Runner::Pty(_) = &args.runner {
-            output.stream_throttle_ms = config.pty.stream_throttle_ms;
-        }
-        let minimize = minimizer_filter(&args);
-        let sink_args = SinkArgs {
-            job_id: args.job_id.clone(),
-            config: output,
-            artifact_path: args.artifact_path,
-            budget: args.artifacts.clone(),
-            keep_artifact: config.artifacts_dir.is_some(),
-            events: args.events.clone(),
-            watch: output_watch(&args.plan, &myself),
-            minimize,
-        };
-        // A terminal always prints, and a silence clock runs from the start:
-        // their Sink starts now. Any other run's starts with its first byte.
-        let feed = if sink_args.watch.watches_silence() || matches!(args.runner, Runner::Pty(_)) {
-            SinkFeed::spawn(sink_args, myself.get_cell()).await?
-        } else {
-            SinkFeed::lazy(sink_args, myself.get_cell())
-        };
-        tracing::trace!(target: "shellvisor::stage", "job: sink spawned");
-        let _ = args.events.send(SessionEvent::JobStarted {
-            job_id: args.job_id.clone(),
-            command: args.plan.command.clone(),
-        });
-        let mut timers = Timers {
-            deadline: args.plan.timeout.deadline.map(|after| {
-                let timer = AbortOnDrop(myself.send_after(after, || JobMsg::DeadlineElapsed));
-                (instant_after(after), timer)
-            }),
-            ..Timers::default()
-        };
-        let (caller, slot) = match args.start {
-            JobStart::Foreground {
-                reply,
-                auto_background,
-            } => {
-                timers.auto_background = auto_background
-                    .map(|after| AbortOnDrop(myself.send_after(after, || JobMsg::AutoBackground)));
-                (Caller::Waiting(reply), None)
-            }
-            JobStart::Background { slot } => (Caller::Backgrounded, Some(slot)),
-        };
-        let started_at_ms = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let mut pty_failure = None;
-        let runner =
-            match args.runner {
-                Runner::Shell(shell) => RunnerRef::Shell { shell, refusals: 0 },
-                Runner::Pty(launch) => {
-                    let pty_args = PtyArgs {
-                        ctx: Arc::clone(&args.ctx),
-                        job_id: args.job_id.clone(),
-                        launch: *launch,
-                        sink: feed.clone(),
-                        reply_to: myself.get_derived(),
-                        events: args.events.clone(),
-                    };
-                    let session =
-                        match Actor::spawn_linked(None, PtySession, pty_args, myself.get_cell())
-                            .await
-                        {
-                            Ok((pty, _)) => Some(pty),
-                            Err(err) => {
-                                pty_failure = Some(err.to_string());
-                                None
-                            }
-                        };
-                    RunnerRef::Pty {
-                        session,
-                        state: PtyState::Running,
-                    }
-                }
-            };
-        let readiness = start_readiness(&args.plan, &myself);
-        let limits = RunLimitsState::place(&args.plan, args.containment.as_ref(), &args.job_id);
-        let state = JobState {
-            readiness,
-            limits,
-            ctx: args.ctx,
-            job_id: args.job_id,
-            plan: args.plan,
-            runner,
-            feed,
-            notify: args.notify,
-            events: args.events,
-            started,
-            started_at_ms,
-            caller,
-            slots: args.slots,
-            slot,
-            timers,
-            kill_sent: false,
-            answers: Answers::default(),
-            init: args.init,
-        };
-        if let Some(reason) = pty_failure {
-            tracing::warn!(job = %state.job_id, %reason, "could not start the program on a terminal");
-            let _ = myself.cast(JobMsg::Runner(RunNotice::Finished(Box::new(
-                RunReport::refused(format!(
-                    "the program could not be started on a terminal ({reason})"
-                )),
-            ))));
-        } else {
-            state.exec(&myself);
-        }
-        Ok(state)
+        JobState::begin(&myself, args, 1, 0).await
     }
 
     async fn handle(
@@ -351,7 +246,25 @@ impl Actor for Job {
                 state.runner_finished(&myself, *report)
             }
             JobMsg::Output(notice) => state.output_notice(&myself, notice).await,
-            JobMsg::ReadyPolled { already_at_start } => {
+            JobMsg::Begin(args) => {
+                if !state.recorded {
+                    // Only a Job whose run was recorded is lent a new one:
+                    // dropping the arguments tells its caller (`actor_gone`).
+                    tracing::error!(job = %state.job_id, "a run was sent to a busy job");
+                    return Ok(());
+                }
+                let issued = state.answers.delivery.issued();
+                *state = JobState::begin(&myself, *args, state.run + 1, issued).await?;
+            }
+            JobMsg::ReadyPolled { run, .. }
+            | JobMsg::DeadlineElapsed(run)
+            | JobMsg::AutoBackground(run)
+            | JobMsg::Unresponsive(run)
+            | JobMsg::Evict(run)
+                if run != state.run => {}
+            JobMsg::ReadyPolled {
+                already_at_start, ..
+            } => {
                 let notice = already_at_start.then(|| {
                     "It already held when the command started (another process may have made it).".to_owned()
                 });
@@ -417,22 +330,23 @@ impl Actor for Job {
                     state.kill(&myself, KillReason::Cancelled);
                 }
             }
-            JobMsg::DeadlineElapsed => {
+            JobMsg::DeadlineElapsed(run) => {
                 let fired = state.timers.deadline.take().is_some();
                 if state.answers.result.is_none() {
                     state.kill(&myself, KillReason::Timeout);
                 } else if fired && let Some(at) = state.timers.evict_at {
                     // The run ended before its deadline: the retention goes on.
                     let left = at.saturating_duration_since(Instant::now());
-                    state.timers.evict =
-                        Some(AbortOnDrop(myself.send_after(left, || JobMsg::Evict)));
+                    state.timers.evict = Some(AbortOnDrop(
+                        myself.send_after(left, move || JobMsg::Evict(run)),
+                    ));
                 }
             }
-            JobMsg::AutoBackground => {
+            JobMsg::AutoBackground(_) => {
                 state.timers.auto_background = None;
                 state.background_now(BackgroundReason::Timer).await;
             }
-            JobMsg::Unresponsive => {
+            JobMsg::Unresponsive(_) => {
                 state.timers.watchdog = None;
                 if state.answers.result.is_none() {
                     state.finish(
@@ -444,7 +358,7 @@ impl Actor for Job {
                     );
                 }
             }
-            JobMsg::Evict => {
+            JobMsg::Evict(_) => {
                 if matches!(state.caller, Caller::Backgrounded)
                     && !state.answers.delivery.is_delivered()
                 {
@@ -503,6 +417,136 @@ impl Actor for Job {
 }
 
 impl JobState {
+    /// A run's state, its timers armed and its command sent: the actor's
+    /// `run`th, its offers' tokens following `tokens_issued` ones.
+    async fn begin(
+        myself: &ActorRef<JobMsg>,
+        args: JobArgs,
+        run: u64,
+        tokens_issued: u64,
+    ) -> std::result::Result<JobState, ActorProcessingErr> {
+        tracing::trace!(target: "shellvisor::stage", "job: pre_start");
+        let started = Instant::now();
+        let config = &args.ctx.config;
+        let mut output = config.output.clone();
+        if let Runner::Pty(_) = &args.runner {
+            output.stream_throttle_ms = config.pty.stream_throttle_ms;
+        }
+        let minimize = minimizer_filter(&args);
+        let sink_args = SinkArgs {
+            job_id: args.job_id.clone(),
+            config: output,
+            artifact_path: args.artifact_path,
+            budget: args.artifacts.clone(),
+            keep_artifact: config.artifacts_dir.is_some(),
+            events: args.events.clone(),
+            watch: output_watch(&args.plan, myself),
+            minimize,
+        };
+        // A terminal always prints, and a silence clock runs from the start:
+        // their Sink starts now. Any other run's starts with its first byte.
+        let feed = if sink_args.watch.watches_silence() || matches!(args.runner, Runner::Pty(_)) {
+            SinkFeed::spawn(sink_args, myself.get_cell()).await?
+        } else {
+            SinkFeed::lazy(sink_args, myself.get_cell())
+        };
+        tracing::trace!(target: "shellvisor::stage", "job: sink spawned");
+        let _ = args.events.send(SessionEvent::JobStarted {
+            job_id: args.job_id.clone(),
+            command: args.plan.command.clone(),
+        });
+        let mut timers = Timers {
+            deadline: args.plan.timeout.deadline.map(|after| {
+                let timer =
+                    AbortOnDrop(myself.send_after(after, move || JobMsg::DeadlineElapsed(run)));
+                (instant_after(after), timer)
+            }),
+            ..Timers::default()
+        };
+        let (caller, slot) = match args.start {
+            JobStart::Foreground {
+                reply,
+                auto_background,
+            } => {
+                timers.auto_background = auto_background.map(|after| {
+                    AbortOnDrop(myself.send_after(after, move || JobMsg::AutoBackground(run)))
+                });
+                (Caller::Waiting(reply), None)
+            }
+            JobStart::Background { slot } => (Caller::Backgrounded, Some(slot)),
+        };
+        let started_at_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let mut pty_failure = None;
+        let runner =
+            match args.runner {
+                Runner::Shell(shell) => RunnerRef::Shell { shell, refusals: 0 },
+                Runner::Pty(launch) => {
+                    let pty_args = PtyArgs {
+                        ctx: Arc::clone(&args.ctx),
+                        job_id: args.job_id.clone(),
+                        launch: *launch,
+                        sink: feed.clone(),
+                        reply_to: myself.get_derived(),
+                        events: args.events.clone(),
+                    };
+                    let session =
+                        match Actor::spawn_linked(None, PtySession, pty_args, myself.get_cell())
+                            .await
+                        {
+                            Ok((pty, _)) => Some(pty),
+                            Err(err) => {
+                                pty_failure = Some(err.to_string());
+                                None
+                            }
+                        };
+                    RunnerRef::Pty {
+                        session,
+                        state: PtyState::Running,
+                    }
+                }
+            };
+        let readiness = start_readiness(&args.plan, myself, run);
+        let limits = RunLimitsState::place(&args.plan, args.containment.as_ref(), &args.job_id);
+        let state = JobState {
+            readiness,
+            limits,
+            ctx: args.ctx,
+            job_id: args.job_id,
+            plan: args.plan,
+            runner,
+            feed,
+            notify: args.notify,
+            events: args.events,
+            started,
+            started_at_ms,
+            caller,
+            slots: args.slots,
+            slot,
+            timers,
+            kill_sent: false,
+            answers: Answers {
+                delivery: Delivery::after(tokens_issued),
+                ..Answers::default()
+            },
+            run,
+            recorded: false,
+            init: args.init,
+        };
+        if let Some(reason) = pty_failure {
+            tracing::warn!(job = %state.job_id, %reason, "could not start the program on a terminal");
+            let _ = myself.cast(JobMsg::Runner(RunNotice::Finished(Box::new(
+                RunReport::refused(format!(
+                    "the program could not be started on a terminal ({reason})"
+                )),
+            ))));
+        } else {
+            state.exec(myself);
+        }
+        Ok(state)
+    }
+
     /// The runner's report. A shell that refused the run before anything
     /// ran (it had just died) is replaced, at most [`MAX_SHELL_RETRIES`]
     /// times; anything else ends the run.
@@ -542,6 +586,9 @@ impl JobState {
             return;
         }
         self.timers.deadline = None;
-        self.timers.evict = Some(AbortOnDrop(myself.send_after(retention, || JobMsg::Evict)));
+        let run = self.run;
+        self.timers.evict = Some(AbortOnDrop(
+            myself.send_after(retention, move || JobMsg::Evict(run)),
+        ));
     }
 }

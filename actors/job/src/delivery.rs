@@ -30,6 +30,21 @@ pub(crate) struct Delivery {
 impl Delivery {
     /// An offer to the completion stream: a token, or `None` if the result
     /// was delivered already or an offer of it is unsettled.
+    /// A delivery whose tokens follow `issued` ones: a pooled actor's runs
+    /// never share a token, so an offer of an earlier run settles nothing
+    /// in a later one.
+    pub(crate) fn after(issued: u64) -> Self {
+        Self {
+            issued,
+            ..Self::default()
+        }
+    }
+
+    /// How many tokens were issued (see [`Delivery::after`]).
+    pub(crate) fn issued(&self) -> u64 {
+        self.issued
+    }
+
     pub(crate) fn offer_to_stream(&mut self) -> Option<u64> {
         if self.delivered || !self.unsettled.is_empty() {
             return None;

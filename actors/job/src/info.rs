@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use shellvisor_protocol::JobInfo;
 use shellvisor_protocol::JobStatus;
+use shellvisor_protocol::RunResult;
 
 use crate::actor::Caller;
 use crate::actor::JobState;
@@ -13,31 +14,43 @@ use crate::actor::RunnerRef;
 const COUNT_DEADLINE: Duration = Duration::from_secs(2);
 
 impl JobState {
+    /// The job's state: a finished one's from its result, a running one's
+    /// with the bytes its Sink has so far.
     pub(crate) async fn info(&self) -> JobInfo {
-        let (status, exit_code, output_bytes, wall_time_ms) = match &self.answers.result {
-            Some(result) => {
-                let status = if result.timed_out {
-                    JobStatus::TimedOut
-                } else if result.killed {
-                    JobStatus::Killed
-                } else if result.exit_code == Some(0) {
-                    JobStatus::Completed
-                } else {
-                    JobStatus::Failed
-                };
-                (
-                    status,
-                    result.exit_code,
-                    result.truncation.total_bytes,
-                    result.wall_time_ms,
-                )
-            }
-            None => {
-                let bytes = self.feed.total_bytes(COUNT_DEADLINE).await.unwrap_or(0);
-                let wall = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                (JobStatus::Running, None, bytes, wall)
-            }
+        if let Some(result) = &self.answers.result {
+            return self.finished_info(result);
+        }
+        let bytes = self.feed.total_bytes(COUNT_DEADLINE).await.unwrap_or(0);
+        let wall = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.info_with(JobStatus::Running, None, bytes, wall)
+    }
+
+    /// The state of the job once `result` is its run's.
+    pub(crate) fn finished_info(&self, result: &RunResult) -> JobInfo {
+        let status = if result.timed_out {
+            JobStatus::TimedOut
+        } else if result.killed {
+            JobStatus::Killed
+        } else if result.exit_code == Some(0) {
+            JobStatus::Completed
+        } else {
+            JobStatus::Failed
         };
+        self.info_with(
+            status,
+            result.exit_code,
+            result.truncation.total_bytes,
+            result.wall_time_ms,
+        )
+    }
+
+    fn info_with(
+        &self,
+        state: JobStatus,
+        exit_code: Option<i32>,
+        output_bytes: u64,
+        wall_time_ms: u64,
+    ) -> JobInfo {
         let pty_state = match &self.runner {
             RunnerRef::Pty { state, .. } => Some(*state),
             RunnerRef::Shell { .. } => None,
@@ -46,7 +59,7 @@ impl JobState {
             pty_state,
             job_id: self.job_id.clone(),
             label: self.plan.label.clone(),
-            state: status,
+            state,
             background: matches!(self.caller, Caller::Backgrounded),
             started_at_ms: self.started_at_ms,
             wall_time_ms,

@@ -30,6 +30,7 @@ mod limits;
 mod messages;
 mod offer;
 mod ready;
+mod record;
 mod result;
 mod run;
 
@@ -41,3 +42,5 @@ pub use messages::JobMsg;
 pub use messages::JobNotice;
 pub use messages::ShellRelease;
 pub use offer::Offer;
+pub use record::FinishedRun;
+pub use record::JobRef;

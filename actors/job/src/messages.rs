@@ -1,5 +1,7 @@
 //! Messages of the Job actor.
 
+use std::sync::Arc;
+
 use ractor::ActorRef;
 use ractor::RpcReplyPort;
 use shellvisor_actor_pty::PtyCall;
@@ -12,7 +14,9 @@ use shellvisor_protocol::OutputChunk;
 use shellvisor_protocol::Result;
 use shellvisor_run::RunNotice;
 
+use crate::actor::JobArgs;
 use crate::offer::Offer;
+use crate::record::FinishedRun;
 
 /// Messages accepted by [`crate::Job`].
 #[derive(Debug)]
@@ -26,9 +30,15 @@ pub enum JobMsg {
     /// From the Sink: the run was silent for its idle timeout, or a line
     /// matched its `wait_for` pattern.
     Output(SinkNotice),
+    /// From the Session, to a Job whose last run is over and recorded:
+    /// serve this run next (the actor is pooled: one start serves a
+    /// session's successive runs).
+    Begin(Box<JobArgs>),
     /// Internal: the run's port listens or its path exists (`already_at_start`:
     /// it did at the first check).
     ReadyPolled {
+        /// Which of the actor's runs asked (a stale poll is ignored).
+        run: u64,
         /// The condition held at the first check, before the run could
         /// have made it.
         already_at_start: bool,
@@ -67,14 +77,16 @@ pub enum JobMsg {
     GiveBack(u64),
     /// Kill the job's process tree; answered once it has ended.
     Kill(RpcReplyPort<Result<()>>),
-    /// Internal: the run's deadline elapsed.
-    DeadlineElapsed,
+    /// Internal: the run's deadline elapsed. Each timer names the actor's
+    /// run that armed it: a timer that fired as its run was recorded is
+    /// ignored by the next.
+    DeadlineElapsed(u64),
     /// Internal: the auto-background timer elapsed.
-    AutoBackground,
+    AutoBackground(u64),
     /// Internal: the Shell did not report within the grace after a kill.
-    Unresponsive,
+    Unresponsive(u64),
     /// Internal: the retention period after finishing elapsed.
-    Evict,
+    Evict(u64),
 }
 
 impl From<RunNotice> for JobMsg {
@@ -143,6 +155,11 @@ pub enum JobNotice {
         /// Whether the result is for the session's completion stream (a
         /// background job whose result no wait has taken).
         deliver: bool,
+        /// The finished run as a record the Session keeps, when the actor
+        /// is free for the session's next run (a foreground run on a shell,
+        /// answered, with no watch or limits); `None` when the actor keeps
+        /// the job for its retention.
+        record: Option<Arc<FinishedRun>>,
     },
 }
 

@@ -17,6 +17,18 @@ pub struct Offer {
 }
 
 impl Offer {
+    /// An offer of a result that needs no delivery (its caller had it):
+    /// taking or dropping it settles nothing.
+    pub(crate) fn settled(result: Box<RunResult>) -> Self {
+        Offer {
+            result,
+            receipt: Receipt {
+                token: 0,
+                job: None,
+            },
+        }
+    }
+
     pub(crate) fn new(result: Box<RunResult>, token: u64, job: ActorRef<JobMsg>) -> Self {
         Offer {
             result,

@@ -52,7 +52,7 @@ pub(crate) fn output_watch(plan: &RunPlan, myself: &ActorRef<JobMsg>) -> OutputW
 }
 
 /// The readiness of a run with `plan`: a poll task for a port or a path.
-pub(crate) fn start_readiness(plan: &RunPlan, myself: &ActorRef<JobMsg>) -> Readiness {
+pub(crate) fn start_readiness(plan: &RunPlan, myself: &ActorRef<JobMsg>, run: u64) -> Readiness {
     let Some(ready) = &plan.ready else {
         return Readiness::NotAsked;
     };
@@ -71,6 +71,7 @@ pub(crate) fn start_readiness(plan: &RunPlan, myself: &ActorRef<JobMsg>) -> Read
     // now, the run did not make (one read of a socket table, or a stat).
     if probe() {
         let _ = myself.cast(JobMsg::ReadyPolled {
+            run,
             already_at_start: true,
         });
         return Readiness::Pending { _poll: None };
@@ -86,6 +87,7 @@ pub(crate) fn start_readiness(plan: &RunPlan, myself: &ActorRef<JobMsg>) -> Read
                 .unwrap_or(false);
             if held {
                 let _ = myself.cast(JobMsg::ReadyPolled {
+                    run,
                     already_at_start: false,
                 });
                 return;

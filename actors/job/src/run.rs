@@ -1,5 +1,6 @@
 //! Driving the run: starting it on its runner, killing it, finishing it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::ActorRef;
@@ -18,9 +19,11 @@ use shellvisor_run::RunReport;
 use crate::actor::Caller;
 use crate::actor::JobState;
 use crate::actor::RunnerRef;
+use crate::actor::Timers;
 use crate::limits::RunLimitsState;
 use crate::messages::JobMsg;
 use crate::messages::JobNotice;
+use crate::record::FinishedRun;
 use crate::result::build_result;
 
 /// Extra time, past the kill grace, that a runner may take to report a killed run.
@@ -69,8 +72,9 @@ impl JobState {
             });
         }
         let wait = self.ctx.config.timeouts.kill_grace() + UNRESPONSIVE_AFTER_KILL;
+        let run = self.run;
         self.timers.watchdog = Some(AbortOnDrop(
-            myself.send_after(wait, || JobMsg::Unresponsive),
+            myself.send_after(wait, move || JobMsg::Unresponsive(run)),
         ));
     }
 
@@ -111,6 +115,14 @@ impl JobState {
         }
         // The slot is free as soon as the run is over.
         self.slot = None;
+        let record = self.recordable().then(|| {
+            Arc::new(FinishedRun::new(
+                self.finished_info(&result),
+                result.clone(),
+                self.feed.clone(),
+            ))
+        });
+        self.recorded = record.is_some();
         let background = matches!(self.caller, Caller::Backgrounded);
         // A wait that takes the result is its delivery, so the completion
         // stream gets it only when nobody waits (a waiter that drops its
@@ -123,16 +135,24 @@ impl JobState {
             job_id: self.job_id.clone(),
             release,
             deliver,
+            record,
         });
         let _ = self.events.send(SessionEvent::JobFinished {
             job_id: self.job_id.clone(),
             exit_code: result.exit_code,
             timed_out: result.timed_out,
         });
-        // Armed before anyone is answered: a task spawned after the reply
-        // would take the caller's place as the next task on this thread
-        // (tokio's LIFO slot) and push the caller to another worker.
-        self.arm_eviction(myself);
+        if self.recorded {
+            // The Session keeps the record for its retention; nothing of
+            // this run is left to time.
+            self.timers = Timers::default();
+        } else {
+            // Armed before anyone is answered: a task spawned after the
+            // reply would take the caller's place as the next task on this
+            // thread (tokio's LIFO slot) and push the caller to another
+            // worker.
+            self.arm_eviction(myself);
+        }
         let waiters = std::mem::take(&mut self.answers.waiters);
         self.answers.result = Some(result);
         for waiter in waiters {
@@ -148,5 +168,17 @@ impl JobState {
         for killer in self.answers.kill_waiters.drain(..) {
             let _ = killer.send(Ok(()));
         }
+    }
+
+    /// Whether the run, now over, can be a record (see [`FinishedRun`]): a
+    /// foreground run on a shell whose caller is answered now, with nothing
+    /// that could still message this run (no readiness, silence clock or
+    /// limits).
+    fn recordable(&self) -> bool {
+        matches!(self.runner, RunnerRef::Shell { .. })
+            && matches!(self.caller, Caller::Waiting(_))
+            && self.plan.ready.is_none()
+            && self.plan.idle_timeout.is_none()
+            && self.limits.is_none()
     }
 }

@@ -11,6 +11,7 @@ use ractor::ActorRef;
 use ractor::SupervisionEvent;
 use shellvisor_actor_job::JobMsg;
 use shellvisor_actor_job::JobNotice;
+use shellvisor_actor_job::JobRef;
 use shellvisor_actor_shell::ShellMsg;
 use shellvisor_actor_shell::ShellNotice;
 use shellvisor_process::contain::SessionContainment;
@@ -28,6 +29,7 @@ use crate::budget::RestartBudget;
 use crate::idle::IdleClock;
 use crate::messages::SessionMsg;
 use crate::pool::ShellPool;
+use crate::records::JobPool;
 use crate::standby::StandbyClock;
 
 /// How long a closing session waits for its children to stop.
@@ -68,7 +70,9 @@ pub struct SessionState {
     /// The session's shells and its last known cwd and environment.
     pub(crate) shells: ShellPool<ActorRef<ShellMsg>>,
     /// The session's jobs and its completion stream.
-    pub(crate) jobs: JobBook<ActorRef<JobMsg>>,
+    pub(crate) jobs: JobBook<JobRef>,
+    /// Idle Job actors for the next runs, and when records expire.
+    pub(crate) job_pool: JobPool,
     /// Failures of the primary shell.
     pub(crate) budget: RestartBudget,
     /// Asks for the standby once the primary has been held long enough.
@@ -94,6 +98,7 @@ impl Actor for Session {
         Ok(SessionState {
             shells: ShellPool::new(args.ctx.initial_cwd.clone()),
             jobs: JobBook::default(),
+            job_pool: JobPool::default(),
             budget: RestartBudget::new(
                 restart.max_restarts,
                 Duration::from_secs(restart.window_secs),
@@ -151,9 +156,7 @@ impl Actor for Session {
             SessionMsg::Kill { job_id, reply } => state.forward(&job_id, reply, JobMsg::Kill),
             SessionMsg::Pty { job_id, call } => match state.jobs.get(&job_id) {
                 Some(job) => {
-                    if let Err(ractor::MessagingErr::SendErr(JobMsg::PtyCall(call))) =
-                        job.cast(JobMsg::PtyCall(call))
-                    {
+                    if let Err(JobMsg::PtyCall(call)) = job.send(JobMsg::PtyCall(call)) {
                         call.refuse(Error::JobNotFound {
                             id: job_id.to_string(),
                         });
@@ -183,9 +186,13 @@ impl Actor for Session {
                 job_id,
                 release,
                 deliver,
+                record,
             }) => {
-                state.job_finished(&myself, &job_id, release, deliver).await;
+                state
+                    .job_finished(&myself, &job_id, release, deliver, record)
+                    .await;
             }
+            SessionMsg::ExpireRecords => state.expire_records(&myself),
             SessionMsg::PrepareStandby => {
                 if let Some(job_id) = state.standby.fired(&myself) {
                     state.prepare_standby(&myself, &job_id).await;
@@ -249,7 +256,7 @@ impl SessionState {
     async fn child_ended(&mut self, myself: &ActorRef<SessionMsg>, id: ActorId, reason: String) {
         if let Some(stopped) = self.shells.forget(&id) {
             if let Some(job) = stopped.holder.as_ref().and_then(|job| self.jobs.get(job)) {
-                let _ = job.cast(JobMsg::ShellGone {
+                let _ = job.send(JobMsg::ShellGone {
                     reason: reason.clone(),
                 });
             }
@@ -258,6 +265,7 @@ impl SessionState {
             }
             return;
         }
+        self.job_pool.forget(&id);
         if let Some(job_id) = self.jobs.forget(&id) {
             self.give_back_shell(myself, &job_id, None).await;
         }

@@ -9,21 +9,20 @@ use std::collections::HashMap;
 use std::collections::VecDeque;
 
 use ractor::ActorId;
-use ractor::ActorRef;
 use ractor::RpcReplyPort;
-use shellvisor_actor_job::JobMsg;
+use shellvisor_actor_job::JobRef;
 use shellvisor_actor_job::Offer;
 use shellvisor_protocol::JobId;
 
-/// What the book needs of a job handle: its actor's id.
+/// What the book needs of a job handle: its actor's id, while it has one.
 pub(crate) trait BookJob: Clone {
-    /// The job actor's id.
-    fn key(&self) -> ActorId;
+    /// The job actor's id (`None` for a finished run's record).
+    fn key(&self) -> Option<ActorId>;
 }
 
-impl BookJob for ActorRef<JobMsg> {
-    fn key(&self) -> ActorId {
-        self.get_id()
+impl BookJob for JobRef {
+    fn key(&self) -> Option<ActorId> {
+        self.actor().map(|actor| actor.get_id())
     }
 }
 
@@ -42,7 +41,8 @@ pub(crate) type CompletionWaiter = RpcReplyPort<Offer>;
 #[derive(Debug)]
 pub(crate) struct JobBook<J> {
     jobs: HashMap<JobId, Booked<J>>,
-    /// Job ids by actor id (supervision events name actors).
+    /// Job ids by actor id (supervision events name actors); a record has
+    /// none.
     by_actor: HashMap<ActorId, JobId>,
     /// Every retained job with its start number, oldest start first (for
     /// listing; the numbers are the cursors of pages).
@@ -88,7 +88,9 @@ impl<J: BookJob> Default for JobBook<J> {
 impl<J: BookJob> JobBook<J> {
     /// Records a started job.
     pub(crate) fn add(&mut self, id: JobId, job: J, on_terminal: bool) {
-        self.by_actor.insert(job.key(), id.clone());
+        if let Some(key) = job.key() {
+            self.by_actor.insert(key, id.clone());
+        }
         self.started.push_back((self.next_start, id.clone()));
         self.next_start += 1;
         self.jobs.insert(
@@ -164,14 +166,44 @@ impl<J: BookJob> JobBook<J> {
         Some(evicted)
     }
 
+    /// The finished job `id` is now `record`: its actor no longer answers
+    /// for it (it may serve another job).
+    pub(crate) fn record(&mut self, id: &JobId, record: J) {
+        let Some(booked) = self.jobs.get_mut(id) else {
+            return;
+        };
+        if let Some(key) = booked.job.key()
+            && self.by_actor.get(&key) == Some(id)
+        {
+            self.by_actor.remove(&key);
+        }
+        if let Some(key) = record.key() {
+            self.by_actor.insert(key, id.clone());
+        }
+        booked.job = record;
+    }
+
     /// A job's actor stopped: the job is forgotten. Returns its id.
-    ///
+    pub(crate) fn forget(&mut self, actor: &ActorId) -> Option<JobId> {
+        let id = self.by_actor.remove(actor)?;
+        self.remove(&id).map(|_| id)
+    }
+
+    /// Forgets the job `id` (a record let go), returning its handle.
+    pub(crate) fn forget_job(&mut self, id: &JobId) -> Option<J> {
+        if let Some(key) = self.jobs.get(id).and_then(|booked| booked.job.key())
+            && self.by_actor.get(&key) == Some(id)
+        {
+            self.by_actor.remove(&key);
+        }
+        self.remove(id)
+    }
+
     /// Cheap for the usual case, an evicted job (the oldest): its place in
     /// `started` is found by its start number, and it is in neither of the
     /// other queues; they are searched only when they can hold it.
-    pub(crate) fn forget(&mut self, actor: &ActorId) -> Option<JobId> {
-        let id = self.by_actor.remove(actor)?;
-        let booked = self.jobs.remove(&id)?;
+    fn remove(&mut self, id: &JobId) -> Option<J> {
+        let booked = self.jobs.remove(id)?;
         let at = self
             .started
             .partition_point(|(number, _)| *number < booked.start);
@@ -183,12 +215,12 @@ impl<J: BookJob> JobBook<J> {
             self.started.remove(at);
         }
         if booked.awaiting_eviction {
-            self.finished.retain(|j| j != &id);
+            self.finished.retain(|j| j != id);
         }
         if booked.queued {
-            self.undelivered.retain(|j| j != &id);
+            self.undelivered.retain(|j| j != id);
         }
-        Some(id)
+        Some(booked.job)
     }
 
     /// `id`'s result belongs on the completion stream.
@@ -240,13 +272,17 @@ mod tests {
     struct Fake(u64);
 
     impl BookJob for Fake {
-        fn key(&self) -> ActorId {
-            ActorId::Local(self.0)
+        fn key(&self) -> Option<ActorId> {
+            (self.0 < 100).then_some(ActorId::Local(self.0))
         }
     }
 
     fn id(n: u64) -> JobId {
         JobId::new(format!("job-{n}"))
+    }
+
+    fn key(fake: Fake) -> ActorId {
+        fake.key().expect("a live job")
     }
 
     fn book(n: u64) -> JobBook<Fake> {
@@ -270,10 +306,10 @@ mod tests {
     fn jobs_list_in_start_order_and_are_forgotten_when_their_actor_stops() {
         let mut book = book(3);
         assert_eq!(all(&book), vec![Fake(1), Fake(2), Fake(3)]);
-        assert_eq!(book.forget(&Fake(2).key()), Some(id(2)));
+        assert_eq!(book.forget(&key(Fake(2))), Some(id(2)));
         assert_eq!(book.get(&id(2)), None);
         assert_eq!(all(&book), vec![Fake(1), Fake(3)]);
-        assert_eq!(book.forget(&Fake(2).key()), None);
+        assert_eq!(book.forget(&key(Fake(2))), None);
     }
 
     #[test]
@@ -283,8 +319,8 @@ mod tests {
         assert_eq!(first.jobs, vec![Fake(1), Fake(2)]);
         assert_eq!((first.retained, first.next_cursor), (5, Some(2)));
         // The page's last job and one before it are evicted meanwhile.
-        book.forget(&Fake(1).key());
-        book.forget(&Fake(2).key());
+        book.forget(&key(Fake(1)));
+        book.forget(&key(Fake(2)));
         let second = book.page(first.next_cursor, 2);
         assert_eq!(second.jobs, vec![Fake(3), Fake(4)]);
         assert_eq!((second.retained, second.next_cursor), (3, Some(4)));
@@ -311,7 +347,7 @@ mod tests {
         assert_eq!(book.finish(&id(4), 2), Some(vec![Fake(3)]));
         // Still retained until its actor stops.
         assert_eq!(book.get(&id(3)), Some(&Fake(3)));
-        assert_eq!(book.forget(&Fake(3).key()), Some(id(3)));
+        assert_eq!(book.forget(&key(Fake(3))), Some(id(3)));
         assert_eq!(book.finish(&id(2), 2), Some(vec![Fake(1)]));
     }
 
@@ -321,7 +357,7 @@ mod tests {
         // count towards the limit, or a live job would go early.
         let mut book = book(3);
         assert_eq!(book.finish(&id(1), 2), Some(vec![]));
-        assert_eq!(book.forget(&Fake(1).key()), Some(id(1)));
+        assert_eq!(book.forget(&key(Fake(1))), Some(id(1)));
         assert_eq!(book.finish(&id(2), 2), Some(vec![]));
         assert_eq!(
             book.finish(&id(3), 2),
@@ -332,7 +368,7 @@ mod tests {
         // The evicted oldest goes from the listing when its actor stops.
         book.add(id(4), Fake(4), false);
         assert_eq!(book.finish(&id(4), 2), Some(vec![Fake(2)]));
-        assert_eq!(book.forget(&Fake(2).key()), Some(id(2)));
+        assert_eq!(book.forget(&key(Fake(2))), Some(id(2)));
         assert_eq!(all(&book), vec![Fake(3), Fake(4)]);
         assert_eq!(book.page(None, 10).retained, 2);
     }
@@ -345,7 +381,7 @@ mod tests {
         assert_eq!(book.running_terminals(), 2);
         book.finish(&id(2), 10);
         assert_eq!(book.running_terminals(), 1);
-        book.forget(&Fake(3).key());
+        book.forget(&key(Fake(3)));
         assert_eq!(book.running_terminals(), 0);
     }
 
@@ -369,8 +405,32 @@ mod tests {
         // A forgotten job's completion is skipped.
         let (live, _rx2) = waiter();
         book.add_waiter(live);
-        book.forget(&Fake(2).key());
+        book.forget(&key(Fake(2)));
         book.queue_completion(id(3));
         assert_eq!(book.next_to_deliver(), Some((id(3), Fake(3))));
+    }
+
+    #[test]
+    fn a_recorded_job_stays_listed_while_its_actor_serves_the_next() {
+        // Job 1 ran on actor 1, which went on to serve job 2: job 1 is the
+        // record Fake(101) (no actor) and actor 1 now answers for job 2.
+        let mut book = book(1);
+        assert_eq!(book.finish(&id(1), 10), Some(vec![]));
+        book.record(&id(1), Fake(101));
+        book.add(id(2), Fake(1), false);
+        assert_eq!(all(&book), vec![Fake(101), Fake(1)]);
+        assert_eq!(
+            book.forget(&key(Fake(1))),
+            Some(id(2)),
+            "the actor's end is job 2's"
+        );
+        assert_eq!(book.get(&id(1)), Some(&Fake(101)));
+        // A record beyond the limit is evicted like any job, then let go.
+        book.add(id(3), Fake(3), false);
+        assert_eq!(book.finish(&id(3), 1), Some(vec![Fake(101)]));
+        assert_eq!(book.forget_job(&id(1)), Some(Fake(101)));
+        assert_eq!(book.forget_job(&id(1)), None);
+        assert_eq!(all(&book), vec![Fake(3)]);
+        assert_eq!(book.page(None, 10).retained, 1);
     }
 }

@@ -7,10 +7,11 @@ use ractor::Actor;
 use ractor::ActorRef;
 use ractor::MessagingErr;
 use ractor::RpcReplyPort;
-use ractor::rpc::CallResult;
+use shellvisor_actor_job::FinishedRun;
 use shellvisor_actor_job::Job;
 use shellvisor_actor_job::JobArgs;
 use shellvisor_actor_job::JobMsg;
+use shellvisor_actor_job::JobRef;
 use shellvisor_actor_job::JobStart;
 use shellvisor_actor_job::Runner;
 use shellvisor_actor_job::ShellRelease;
@@ -230,13 +231,32 @@ impl SessionState {
             containment: self.args.containment.clone(),
             init: self.args.init.clone(),
         };
-        match Actor::spawn_linked(None, Job, args, myself.get_cell()).await {
+        // A Job whose last run is recorded takes this one; without one, a
+        // Job starts (and is kept for the next runs when this one ends).
+        let mut args = Box::new(args);
+        while let Some(spare) = self.job_pool.take_spare() {
+            match spare.cast(JobMsg::Begin(args)) {
+                Ok(()) => {
+                    tracing::trace!(target: "shellvisor::stage", "session: job reused");
+                    if let Some(started) = started {
+                        let _ = started.send(job_id.clone());
+                    }
+                    self.jobs.add(job_id, JobRef::Live(spare), on_terminal);
+                    return Ok(());
+                }
+                Err(MessagingErr::SendErr(JobMsg::Begin(back))) => args = back,
+                // Not sent, and nothing came back to send elsewhere: its
+                // caller sees the call end, as with a Job that cannot start.
+                Err(_) => return Ok(()),
+            }
+        }
+        match Actor::spawn_linked(None, Job, *args, myself.get_cell()).await {
             Ok((job, _)) => {
                 tracing::trace!(target: "shellvisor::stage", "session: job spawned");
                 if let Some(started) = started {
                     let _ = started.send(job_id.clone());
                 }
-                self.jobs.add(job_id, job, on_terminal);
+                self.jobs.add(job_id, JobRef::Live(job), on_terminal);
                 Ok(())
             }
             Err(err) => {
@@ -281,7 +301,7 @@ impl SessionState {
         match self.jobs.get(job_id) {
             // If the job stops meanwhile, dropping the port tells the caller.
             Some(job) => {
-                let _ = job.cast(message(reply));
+                let _ = job.send(message(reply));
             }
             None => {
                 let _ = reply.send(Err(Error::JobNotFound {
@@ -302,9 +322,9 @@ impl SessionState {
         let asked: Vec<_> = page
             .jobs
             .iter()
-            .filter_map(|actor| {
+            .filter_map(|job| {
                 let (tx, rx) = tokio::sync::oneshot::channel();
-                actor.cast(JobMsg::GetInfo(RpcReplyPort::from(tx))).ok()?;
+                job.send(JobMsg::GetInfo(RpcReplyPort::from(tx))).ok()?;
                 Some(rx)
             })
             .collect();
@@ -334,14 +354,24 @@ impl SessionState {
         job_id: &JobId,
         release: ShellRelease,
         deliver: bool,
+        record: Option<Arc<FinishedRun>>,
     ) {
         let max = self.args.ctx.config.jobs.max_retained_per_session;
         let Some(evicted) = self.jobs.finish(job_id, max) else {
             return;
         };
+        if let Some(record) = record {
+            self.keep_record(myself, job_id, record);
+        }
         self.give_back_shell(myself, job_id, Some(release)).await;
+        const EVICTED: &str = "evicted: too many finished jobs retained";
         for job in evicted {
-            job.stop(Some("evicted: too many finished jobs retained".to_owned()));
+            match job {
+                JobRef::Live(actor) => actor.stop(Some(EVICTED.to_owned())),
+                JobRef::Finished(record) => {
+                    self.drop_record(&record.info().job_id, EVICTED);
+                }
+            }
         }
         if deliver {
             self.jobs.queue_completion(job_id.clone());
@@ -356,9 +386,12 @@ impl SessionState {
     /// consumer left, or one vanished after it was sent) is given back by
     /// being dropped and comes back here as undelivered.
     pub(crate) async fn serve_completions(&mut self) {
-        while let Some((_job_id, actor)) = self.jobs.next_to_deliver() {
-            let Ok(CallResult::Success(Some(mut offer))) =
-                actor.call(JobMsg::Claim, Some(JOB_ANSWER_DEADLINE)).await
+        while let Some((_job_id, job)) = self.jobs.next_to_deliver() {
+            let (tx, rx) = oneshot::channel();
+            if job.send(JobMsg::Claim(RpcReplyPort::from(tx))).is_err() {
+                continue;
+            }
+            let Ok(Ok(Some(mut offer))) = tokio::time::timeout(JOB_ANSWER_DEADLINE, rx).await
             else {
                 continue;
             };

@@ -19,6 +19,7 @@ mod idle;
 mod jobs;
 mod messages;
 mod pool;
+mod records;
 mod shells;
 mod standby;
 mod terminal;

@@ -85,6 +85,8 @@ pub enum SessionMsg {
     PrepareStandby,
     /// The idle limit may have passed (sent by the Session's own timer).
     IdleCheck,
+    /// Finished runs' records may be due to go (the Session's own timer).
+    ExpireRecords,
     /// From a Job.
     Job(JobNotice),
     /// From a Shell.
@@ -108,6 +110,7 @@ impl SessionMsg {
             SessionMsg::Panic => false,
             SessionMsg::PrepareStandby
             | SessionMsg::IdleCheck
+            | SessionMsg::ExpireRecords
             | SessionMsg::Job(_)
             | SessionMsg::Shell(_) => false,
         }

@@ -200,10 +200,10 @@ impl SessionState {
         }
         match self.lend_shell(myself, job_id).await {
             Ok(shell) => {
-                let _ = job.cast(JobMsg::UseShell(shell));
+                let _ = job.send(JobMsg::UseShell(shell));
             }
             Err(err) => {
-                let _ = job.cast(JobMsg::ShellGone {
+                let _ = job.send(JobMsg::ShellGone {
                     reason: err.to_string(),
                 });
             }
