@@ -18,6 +18,7 @@ use crate::baseline::raw_pipe_read;
 use crate::baseline::spawn_per_command;
 use crate::cpu::CpuTimes;
 use crate::cpu::cpu_times;
+use crate::hops_floor::HopPath;
 use crate::interfaces::InterfaceRun;
 use crate::pin::PinnedToOneCpu;
 use crate::protocol_floor::ProtocolPipe;
@@ -163,20 +164,24 @@ async fn one_cpu(report: &mut Report, round_trips: usize) -> std::io::Result<()>
     let measured = async {
         let session = runtime.session("one-cpu").await.map_err(err)?;
         let mut floor = ProtocolPipe::start()?;
+        let hop_path = HopPath::start().await?;
         warm_round_trips_in_task(&session, "true", 100).await?;
         floor.round_trips_of("true", 100)?;
-        let (mut lib, mut protocol) = (Samples::default(), Samples::default());
+        hop_path.round_trips(100).await?;
+        let (mut lib, mut protocol, mut hops) =
+            (Samples::default(), Samples::default(), Samples::default());
         while lib.len() < round_trips {
             lib.extend(warm_round_trips_in_task(&session, "true", 100).await?);
             protocol.extend(floor.round_trips_of("true", 100)?);
+            hops.extend(hop_path.round_trips(100).await?);
         }
-        Ok::<_, std::io::Error>((lib, protocol))
+        Ok::<_, std::io::Error>((lib, protocol, hops))
     }
     .await;
     runtime.shutdown().await;
     let cpu = pinned.cpu();
     drop(pinned);
-    let (lib, protocol) = measured?;
+    let (lib, protocol, hops) = measured?;
     report.add(time(
         "shell protocol alone, `true` p50, on one CPU",
         us(protocol.p50()),
@@ -190,10 +195,40 @@ async fn one_cpu(report: &mut Report, round_trips: usize) -> std::io::Result<()>
         Some(("shell protocol alone on one CPU p50", us(protocol.p50()))),
         Some(("p50 <= 1.3x protocol alone".to_owned(), ratio <= 1.3)),
     ));
+    add_hop_figures(report, ", on one CPU", &lib, &protocol, &hops);
     report.notes.push(format!(
         "one-CPU figures: this process's threads and its shells held on CPU {cpu}"
     ));
     Ok(())
+}
+
+/// The hops alone (`hops_floor`), and the library against the protocol
+/// alone plus them: what is left of the library's round trip once the
+/// protocol's work and the actor design's hops are taken out.
+fn add_hop_figures(
+    report: &mut Report,
+    place: &str,
+    lib: &Samples,
+    protocol: &Samples,
+    hops: &Samples,
+) {
+    report.add(time(
+        &format!("a run's actor hops alone (stand-ins, no shell) p50{place}"),
+        us(hops.p50()),
+        Some(("shell protocol alone p50", us(protocol.p50()))),
+        None,
+    ));
+    report.add(time(
+        &format!(
+            "warm `true` round trip p50{place}, against the protocol alone plus the hops alone"
+        ),
+        us(lib.p50()),
+        Some((
+            "protocol alone p50 + hops alone p50",
+            us(protocol.p50()) + us(hops.p50()),
+        )),
+        None,
+    ));
 }
 
 /// `sessions` shells driven with the shell protocol by a thread each, no
@@ -348,6 +383,8 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
     let runtime = Runtime::start(Config::default()).await.map_err(err)?;
     let session = runtime.session("warm").await.map_err(err)?;
     let mut library_true_p50 = Duration::ZERO;
+    let hop_path = HopPath::start().await?;
+    let mut hops = Samples::default();
     for command in ["true", "echo hi"] {
         let mut pipe = BarePipe::start()?;
         let mut floor = ProtocolPipe::start()?;
@@ -361,6 +398,9 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
             lib.extend(warm_round_trips_in_task(&session, command, block).await?);
             bare.extend(pipe.round_trips_of(command, block)?);
             protocol.extend(floor.round_trips_of(command, block)?);
+            if command == "true" {
+                hops.extend(hop_path.round_trips(block).await?);
+            }
         }
         report.add(time(
             &format!("shell protocol alone, `{command}` p50 (blocking loop, no runtime)"),
@@ -377,6 +417,7 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
                 Some(("shell protocol alone p50", us(protocol.p50()))),
                 Some(("p50 <= 1.3x protocol alone".to_owned(), ratio <= 1.3)),
             ));
+            add_hop_figures(&mut report, "", &lib, &protocol, &hops);
         }
         let ratio = lib.p50().as_secs_f64() / bare.p50().as_secs_f64();
         report.add(time(

@@ -11,6 +11,7 @@ mod baseline;
 mod bench;
 mod cluster;
 mod cpu;
+mod hops_floor;
 mod interfaces;
 mod line_client;
 mod pin;
