@@ -162,3 +162,69 @@ async fn records_are_let_go_by_count_and_by_retention_with_their_output() {
     }
     rt.runtime.shutdown().await;
 }
+
+/// A run whose Shell actor dies mid-run ends without the shell's report;
+/// the shell's I/O task may still report it later. That report must end
+/// nothing else: the session's next runs get their own output only.
+#[tokio::test]
+async fn a_late_report_of_a_run_whose_shell_died_reaches_no_later_run() {
+    let mut config = Config::default();
+    // Every round loses a shell: the restart budget must not be what ends it.
+    config.restart.max_restarts = 100;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("pooled-late-report").await;
+    for round in 0..12 {
+        let token = format!("old-{round}");
+        let started = session
+            // A flood keeps the shell's I/O task busy as the shell goes,
+            // which leaves its late report more time to come.
+            .start_run(RunRequest::new(format!("echo {token}; cat /dev/zero")))
+            .await
+            .unwrap();
+        // Its output is in before the shell's actor goes.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let chunk = session.read_output(started.job_id(), 0, 100).await.unwrap();
+            if !chunk.data.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no output from the run");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let jobs_with_this_run = count(&rt, ActorKind::Job);
+        for actor in rt.runtime.actors() {
+            if actor.kind() == ActorKind::Shell {
+                if round % 2 == 0 {
+                    actor.panic();
+                } else {
+                    actor.kill();
+                }
+            }
+        }
+        let ended = started.outcome().await.unwrap().completed().unwrap();
+        assert!(ended.is_error, "the run outlived its shell: {}", ended.text);
+        // Ended for it (its shell lost) rather than by its shell's report,
+        // the run keeps its Job: the next runs start another one.
+        let lost = ended
+            .notices
+            .iter()
+            .any(|notice| notice.starts_with("The shell was lost"));
+        for next in 0..3 {
+            let fresh = format!("new-{round}-{next}");
+            let result = run(&session, &format!("sleep 0.1; echo {fresh}")).await;
+            assert_eq!(
+                result.output,
+                format!("{fresh}\n"),
+                "round {round}: {}",
+                result.text
+            );
+        }
+        assert_eq!(
+            count(&rt, ActorKind::Job),
+            jobs_with_this_run + usize::from(lost),
+            "round {round}: {:?}",
+            ended.notices
+        );
+    }
+    rt.runtime.shutdown().await;
+}

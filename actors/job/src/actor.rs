@@ -203,6 +203,12 @@ pub struct JobState {
     pub(crate) timers: Timers,
     /// Set once the runner was asked to kill the run.
     pub(crate) kill_sent: bool,
+    /// The run ended with its runner's own report. A run ended otherwise
+    /// (its Shell actor gone, or silent after a kill) may still be reported
+    /// by the runner's I/O task later, so its actor must not serve another
+    /// run: that late report would end the other run, with this one's
+    /// output.
+    pub(crate) runner_reported: bool,
     pub(crate) answers: Answers,
     /// Whether the run's `wait_for` held.
     pub(crate) readiness: Readiness,
@@ -526,6 +532,7 @@ impl JobState {
             slot,
             timers,
             kill_sent: false,
+            runner_reported: false,
             answers: Answers {
                 delivery: Delivery::after(tokens_issued),
                 ..Answers::default()
@@ -568,6 +575,9 @@ impl JobState {
             });
             return;
         }
+        // The runner's report ends the run: the runner is done with it and
+        // sends nothing more about it (see `recordable`).
+        self.runner_reported = self.answers.result.is_none();
         self.finish(myself, report);
     }
 

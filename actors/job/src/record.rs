@@ -17,7 +17,8 @@ use crate::offer::Offer;
 /// still reports of it (its state, its result, its output by offset) for
 /// its retention, without an actor of its own.
 ///
-/// Only such a run becomes a record: nothing of it is pending (no timer,
+/// Only such a run becomes a record: its shell reported its end (so the
+/// shell sends nothing more about it), nothing of it is pending (no timer,
 /// watch, limits or terminal), and its result needs no delivery.
 #[derive(Debug)]
 pub struct FinishedRun {

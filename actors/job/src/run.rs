@@ -171,11 +171,12 @@ impl JobState {
     }
 
     /// Whether the run, now over, can be a record (see [`FinishedRun`]): a
-    /// foreground run on a shell whose caller is answered now, with nothing
-    /// that could still message this run (no readiness, silence clock or
-    /// limits).
+    /// foreground run on a shell whose caller is answered now, ended by the
+    /// shell's own report, with nothing that could still message this run
+    /// (no readiness, silence clock or limits).
     fn recordable(&self) -> bool {
-        matches!(self.runner, RunnerRef::Shell { .. })
+        self.runner_reported
+            && matches!(self.runner, RunnerRef::Shell { .. })
             && matches!(self.caller, Caller::Waiting(_))
             && self.plan.ready.is_none()
             && self.plan.idle_timeout.is_none()
