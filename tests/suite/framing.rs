@@ -1,6 +1,8 @@
 //! The framing survives anything a command can do (issue 2, point 3): each
 //! case reports the right exit code and the shell answers the next call.
 
+use shellvisor::RunRequest;
+
 use crate::support::TestRuntime;
 use crate::support::run;
 
@@ -184,6 +186,33 @@ async fn late_output_of_a_silent_run_is_kept_for_it() {
         assert!(std::time::Instant::now() < deadline, "{chunk:?}");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+    // The job's state counts the late bytes too, for a foreground run (kept
+    // as a record) and for a background one (kept by its Job).
+    assert_eq!(session.job(&silent.job_id).await.unwrap().output_bytes, 11);
+    let background = session
+        .run(RunRequest::new("(sleep 0.3; echo late) &").run_async(true))
+        .await
+        .unwrap()
+        .backgrounded()
+        .unwrap();
+    let done = session
+        .wait(&background.job_id, std::time::Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("finished");
+    assert_eq!(done.output, "");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !session
+        .read_output(&background.job_id, 0, 4096)
+        .await
+        .unwrap()
+        .closed
+    {
+        assert!(std::time::Instant::now() < deadline, "never closed");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let info = session.job(&background.job_id).await.unwrap();
+    assert_eq!(info.output_bytes, 5, "{info:?}");
     rt.runtime.shutdown().await;
 }
 

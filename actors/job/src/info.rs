@@ -10,15 +10,21 @@ use crate::actor::Caller;
 use crate::actor::JobState;
 use crate::actor::RunnerRef;
 
-/// How long the Sink may take to count the output of a running job.
-const COUNT_DEADLINE: Duration = Duration::from_secs(2);
+/// How long the Sink may take to count a job's output.
+pub(crate) const COUNT_DEADLINE: Duration = Duration::from_secs(2);
 
 impl JobState {
     /// The job's state: a finished one's from its result, a running one's
     /// with the bytes its Sink has so far.
     pub(crate) async fn info(&self) -> JobInfo {
         if let Some(result) = &self.answers.result {
-            return self.finished_info(result);
+            let mut info = self.finished_info(result);
+            if self.feed.late_output()
+                && let Some(total) = self.feed.total_bytes(COUNT_DEADLINE).await
+            {
+                info.output_bytes = info.output_bytes.max(total);
+            }
+            return info;
         }
         let bytes = self.feed.total_bytes(COUNT_DEADLINE).await.unwrap_or(0);
         let wall = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -10,6 +10,7 @@ use shellvisor_protocol::Error;
 use shellvisor_protocol::JobInfo;
 use shellvisor_protocol::RunResult;
 
+use crate::info::COUNT_DEADLINE;
 use crate::messages::JobMsg;
 use crate::offer::Offer;
 
@@ -48,6 +49,17 @@ impl FinishedRun {
     pub fn answer(&self, message: JobMsg) {
         match message {
             JobMsg::ReadOutput { offset, max, reply } => self.feed.read(offset, max, reply),
+            // Output of the run's `&` children after it ended is counted
+            // too (the Sink is asked only then, off the caller's actor).
+            JobMsg::GetInfo(reply) if self.feed.late_output() => {
+                let (feed, mut info) = (self.feed.clone(), self.info.clone());
+                tokio::spawn(async move {
+                    if let Some(total) = feed.total_bytes(COUNT_DEADLINE).await {
+                        info.output_bytes = info.output_bytes.max(total);
+                    }
+                    let _ = reply.send(Ok(info));
+                });
+            }
             JobMsg::GetInfo(reply) => {
                 let _ = reply.send(Ok(self.info.clone()));
             }

@@ -56,6 +56,10 @@ struct Shared {
     /// Whether [`SinkFeed::adopt`] moved the Sink (a start under the old
     /// supervisor then follows it).
     adopted: AtomicBool,
+    /// Whether the run's output was completed (rendered for its result).
+    completed: AtomicBool,
+    /// Whether bytes came after that (from a run's `&` children).
+    late: AtomicBool,
 }
 
 impl SinkFeed {
@@ -99,6 +103,8 @@ impl SinkFeed {
                 pushed: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
                 adopted: AtomicBool::new(false),
+                completed: AtomicBool::new(false),
+                late: AtomicBool::new(false),
             }),
         }
     }
@@ -182,6 +188,9 @@ impl SinkFeed {
         // Set first: output that could not be stored is a lost rendering
         // at completion, never an empty one.
         self.shared.pushed.store(true, Ordering::Release);
+        if self.shared.completed.load(Ordering::Acquire) {
+            self.shared.late.store(true, Ordering::Release);
+        }
         let Some(sink) = self.started().await else {
             return false;
         };
@@ -197,6 +206,7 @@ impl SinkFeed {
     /// (which would answer [`OutputSummary::empty`]): this saves most runs a
     /// round trip to another task.
     pub async fn complete(&self, deadline: Duration) -> Option<OutputSummary> {
+        self.shared.completed.store(true, Ordering::Release);
         if !self.shared.pushed.load(Ordering::Acquire) {
             return Some(OutputSummary::empty());
         }
@@ -259,6 +269,13 @@ impl SinkFeed {
                 }
             }
         }
+    }
+
+    /// Whether bytes arrived after the output was completed: the run's
+    /// result counts fewer bytes than the Sink holds ([`SinkFeed::total_bytes`]
+    /// has them all).
+    pub fn late_output(&self) -> bool {
+        self.shared.late.load(Ordering::Acquire)
     }
 
     /// Tells the Sink that the stream has ended.
