@@ -22,6 +22,15 @@ fn count(rt: &TestRuntime, kind: ActorKind) -> usize {
         .count()
 }
 
+/// Waits (10 s at most) until `rt` runs `n` actors of `kind`.
+async fn wait_for_count(rt: &TestRuntime, kind: ActorKind, n: usize, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(rt, kind) != n {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn successive_runs_share_one_job_actor_and_earlier_runs_stay_whole() {
     let rt = TestRuntime::start().await;
@@ -78,11 +87,7 @@ async fn successive_runs_share_one_job_actor_and_earlier_runs_stay_whole() {
             actor.kill();
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while count(&rt, ActorKind::Job) != 0 {
-        assert!(Instant::now() < deadline, "the Job never stopped");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_count(&rt, ActorKind::Job, 0, "the Job never stopped").await;
     let chunk = session.read_output(&second.job_id, 0, 100).await.unwrap();
     assert_eq!(&chunk.data[..], b"two");
     assert_eq!(session.jobs().await.unwrap().len(), 3);
@@ -141,11 +146,7 @@ async fn records_are_let_go_by_count_and_by_retention_with_their_output() {
     let err = session.read_output(&ids[0], 0, 100).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::JobNotFound);
     // One Sink per kept record: the evicted records' output went with them.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while count(&rt, ActorKind::Sink) != 2 {
-        assert!(Instant::now() < deadline, "an evicted record's Sink stayed");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_count(&rt, ActorKind::Sink, 2, "an evicted record's Sink stayed").await;
 
     let deadline = Instant::now() + Duration::from_secs(10);
     while !session.jobs().await.unwrap().is_empty() {
@@ -155,11 +156,7 @@ async fn records_are_let_go_by_count_and_by_retention_with_their_output() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while count(&rt, ActorKind::Sink) != 0 {
-        assert!(Instant::now() < deadline, "a record's Sink outlived it");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_count(&rt, ActorKind::Sink, 0, "a record's Sink outlived it").await;
     rt.runtime.shutdown().await;
 }
 

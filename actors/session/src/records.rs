@@ -24,12 +24,10 @@ use shellvisor_run::instant_after;
 
 use crate::actor::SessionState;
 use crate::messages::SessionMsg;
+use crate::standby::SLACK;
 
 /// Job actors kept for the next runs: more than one serves parallel calls.
 const MAX_SPARE_JOBS: usize = 4;
-
-/// How early the expiry timer may fire and still count as on time.
-const SLACK: Duration = Duration::from_millis(2);
 
 /// The session's idle Job actors, and when its records' retention ends.
 #[derive(Debug, Default)]

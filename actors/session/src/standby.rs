@@ -66,8 +66,9 @@ impl SessionState {
     }
 }
 
-/// How early a timer may fire and still count as on time.
-const SLACK: Duration = Duration::from_millis(2);
+/// How early one of the session's timers may fire and still count as on
+/// time (the standby's and the records' expiry).
+pub(crate) const SLACK: Duration = Duration::from_millis(2);
 
 /// The standby's timer: one per session, kept from run to run. A run that
 /// holds the primary says when it would want a standby; its end withdraws
