@@ -111,9 +111,9 @@ impl Actor for Shell {
                     myself.stop(Some("shell ended".to_owned()));
                 }
             }
-            ShellMsg::RunCompleted { fifo_reusable } => {
+            ShellMsg::RunCompleted { drained_fifo } => {
                 tracing::trace!(target: "shellvisor::stage", "shell: completed handled");
-                live.run_completed(fifo_reusable);
+                live.run_completed(drained_fifo);
                 tracing::trace!(target: "shellvisor::stage", "shell: fifo prepared");
             }
             ShellMsg::ChannelBroken => live.channel_broken(&myself),

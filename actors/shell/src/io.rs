@@ -286,8 +286,9 @@ async fn readable(run: Option<&ActiveRun>) -> io::Result<()> {
 /// the shell reported after its writes returned, or is dead), renders it,
 /// reports to the Job, and leaves any late output of `&` children to a
 /// drainer so they never get SIGPIPE. When the shell goes on (`shell`), it is
-/// told that it is idle and whether the FIFO can be reopened, before the Job
-/// hears of the end. `epilogue` is what bash wrote outside the run's
+/// told that it is idle before the Job hears of the end, and handed the
+/// FIFO's read end when it reached end-of-file, for the next run to reuse.
+/// `epilogue` is what bash wrote outside the run's
 /// redirections as it exited; it follows the run's own output.
 async fn finish(
     run: ActiveRun,
@@ -335,9 +336,13 @@ async fn finish(
     tracing::trace!(target: "shellvisor::stage", "pump: drained");
     let output = sink.complete(COMPLETE_DEADLINE).await;
     tracing::trace!(target: "shellvisor::stage", "pump: rendered");
-    // At end-of-file the read end is closed here (with `writers_gone`, no
-    // descriptor of the FIFO is left), before the Shell may reopen it.
-    let late = (!eof).then_some(receiver);
+    // At end-of-file with every writer gone, the read end goes back to the
+    // Shell for the next run; after a read error it is closed here.
+    let (late, drained) = match (eof, writers_gone) {
+        (false, _) => (Some(receiver), None),
+        (true, true) => (None, Some(receiver)),
+        (true, false) => (None, None),
+    };
     // The Job hears last: the task woken last runs next on this thread
     // (tokio's LIFO slot) while the ones woken before it may move to the
     // other worker. Woken earlier, the Job was pushed out by the Sink's
@@ -351,7 +356,7 @@ async fn finish(
     };
     if let Some(shell) = shell {
         let _ = shell.cast(ShellMsg::RunCompleted {
-            fifo_reusable: writers_gone,
+            drained_fifo: drained,
         });
     }
     tracing::trace!(target: "shellvisor::stage", "pump: job told");
@@ -553,7 +558,7 @@ mod tests {
             matches!(
                 told,
                 ShellMsg::RunCompleted {
-                    fifo_reusable: true
+                    drained_fifo: Some(_)
                 }
             ),
             "{told:?}"

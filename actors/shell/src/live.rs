@@ -37,6 +37,7 @@ use shellvisor_run::RunNotice;
 use shellvisor_run::RunReport;
 use shellvisor_run::SessionInit;
 use shellvisor_run::Timer;
+use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio::sync::watch;
@@ -215,7 +216,7 @@ impl LiveShell {
             _watch_task: AbortOnDrop(watch_task),
             _dir: dir,
         };
-        live.prepare_fifo(false);
+        live.prepare_fifo(None);
         Ok(live)
     }
 
@@ -348,19 +349,20 @@ impl LiveShell {
     }
 
     /// Prepares the next run's output FIFO while the shell is idle, off the
-    /// next caller's path: the last one reopened when `reusable` (its run's
-    /// output reached end-of-file and every descriptor of it is closed), a
+    /// next caller's path: the last one again when its read end comes back
+    /// `drained` (its run's output reached end-of-file: no writer is left), a
     /// new one otherwise (a `&` child still writes to the last one). A
     /// failure is retried when the run starts.
-    fn prepare_fifo(&mut self, reusable: bool) {
+    fn prepare_fifo(&mut self, drained: Option<pipe::Receiver>) {
         if self.next_fifo.is_some() || self.exited.is_some() {
             return;
         }
         let path = self.files.fifo_path();
-        let prepared = if reusable {
-            OutputFifo::reopen(path).or_else(|_| OutputFifo::create(path))
-        } else {
-            OutputFifo::create(path)
+        let prepared = match drained {
+            Some(receiver) => {
+                OutputFifo::reuse(receiver, path).or_else(|_| OutputFifo::create(path))
+            }
+            None => OutputFifo::create(path),
         };
         match prepared {
             Ok(fifo) => self.next_fifo = Some(fifo),

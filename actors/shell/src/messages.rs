@@ -47,10 +47,10 @@ pub enum ShellMsg {
     /// drained: the shell is idle. Sent before the run's Job hears of the
     /// end, so it is handled before any next run's `Exec`.
     RunCompleted {
-        /// The run's FIFO reached end-of-file and was closed (no descriptor
-        /// of it is left anywhere): the next run can reopen it instead of
-        /// creating one.
-        fifo_reusable: bool,
+        /// The read end of the run's FIFO, when it reached end-of-file (no
+        /// writer of it is left anywhere): the next run can reuse it instead
+        /// of creating a FIFO.
+        drained_fifo: Option<tokio::net::unix::pipe::Receiver>,
     },
     /// Internal: the status channel carried something that is not a record
     /// of the run in progress (the I/O task ended the run): give the shell up.

@@ -37,6 +37,8 @@ pub struct ProtocolPipe {
     files: ShellFiles,
     parser: StatusParser,
     runs: u64,
+    /// The last run's FIFO read end, once it read end-of-file (reused).
+    drained: Option<tokio::net::unix::pipe::Receiver>,
     /// The tokio runtime the FIFO's read end registers with (`OutputFifo`
     /// needs one, also on the threads of the N x M figure).
     tokio: tokio::runtime::Handle,
@@ -77,6 +79,7 @@ impl ProtocolPipe {
             files,
             parser: StatusParser::new(),
             runs: 0,
+            drained: None,
             tokio,
             _dir: dir,
         };
@@ -107,15 +110,15 @@ impl ProtocolPipe {
                 env_record: false,
                 confinement: None,
             })?;
-            // As the runtime does: the FIFO is reopened, not recreated, once
-            // the previous run's output reached end-of-file (always, here).
+            // As the runtime does: the FIFO and its read end are reused, not
+            // recreated, once the previous run's output reached end-of-file
+            // (always, here).
             let fifo = {
                 let _entered = self.tokio.enter();
                 let path = self.files.fifo_path();
-                if self.runs == 1 {
-                    OutputFifo::create(path)?
-                } else {
-                    OutputFifo::reopen(path)?
+                match self.drained.take() {
+                    Some(receiver) => OutputFifo::reuse(receiver, path)?,
+                    None => OutputFifo::create(path)?,
                 }
             };
             self.stdin.write_all(self.files.run_line())?;
@@ -123,7 +126,10 @@ impl ProtocolPipe {
             drop(fifo.keepalive);
             loop {
                 match read_now(&fifo.receiver, &mut sink) {
-                    Ok(0) => break,
+                    Ok(0) => {
+                        self.drained = Some(fifo.receiver);
+                        break;
+                    }
                     Ok(_) => {}
                     Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(err) => return Err(err),

@@ -40,19 +40,54 @@ impl OutputFifo {
             Err(err) => return Err(err),
         }
         rustix::fs::mkfifoat(rustix::fs::CWD, path, Mode::from_raw_mode(0o600))?;
-        Self::reopen(path)
+        Self::open(path)
     }
 
-    /// Opens both ends of the FIFO already at `path`, skipping its removal and
-    /// creation. Only correct when no descriptor of that FIFO is open anywhere
-    /// (its previous run's output reached end-of-file and its read end is
-    /// closed): a FIFO nobody holds starts empty, while one that a `&` child
-    /// still writes to would mix that child's output into the new run. Must be
-    /// called inside a tokio runtime.
+    /// Makes the FIFO at `path` ready for another run, keeping the read end
+    /// of its previous one: a new keep-alive write end is opened, and the read
+    /// end is registered with tokio afresh (tokio keeps a "read closed"
+    /// readiness for good once it has seen end-of-file, so the old
+    /// registration would report readiness forever). That skips the read
+    /// end's close, open and type check, and keeps the pipe's buffer.
+    ///
+    /// Only correct when `receiver` read end-of-file (no writer of the FIFO
+    /// was left) and nothing was read into it since: a FIFO nobody writes to
+    /// is empty, while one that a `&` child still holds would mix that
+    /// child's output into the new run. Must be called inside a tokio
+    /// runtime.
     ///
     /// # Errors
-    /// When the FIFO cannot be opened (or `path` is not a FIFO).
-    pub fn reopen(path: &Path) -> io::Result<Self> {
+    /// When the keep-alive cannot be opened (`path` is gone or is not this
+    /// FIFO any more) or the read end cannot be registered; the read end is
+    /// closed then.
+    pub fn reuse(receiver: pipe::Receiver, path: &Path) -> io::Result<Self> {
+        let read_end = receiver.into_nonblocking_fd()?;
+        // Opened first: with a writer present, the registration below does
+        // not see the previous run's hang-up.
+        let keepalive = rustix::fs::open(
+            path,
+            OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )?;
+        // The keep-alive must be a writer of this very pipe: if `path` was
+        // replaced, the new run's output would go elsewhere.
+        let (ours, kept) = (
+            rustix::fs::fstat(&read_end)?,
+            rustix::fs::fstat(&keepalive)?,
+        );
+        if (ours.st_dev, ours.st_ino) != (kept.st_dev, kept.st_ino) {
+            return Err(io::Error::other("the FIFO's path names another file"));
+        }
+        let receiver = pipe::Receiver::from_owned_fd_unchecked(read_end)?;
+        Ok(Self {
+            receiver,
+            keepalive,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens both ends of a FIFO already at `path`.
+    fn open(path: &Path) -> io::Result<Self> {
         let receiver = pipe::OpenOptions::new().open_receiver(path)?;
         let keepalive = rustix::fs::open(
             path,
@@ -82,5 +117,91 @@ pub fn read_now(receiver: &pipe::Receiver, buf: &mut [u8]) -> io::Result<usize> 
             Err(rustix::io::Errno::INTR) => continue,
             Err(err) => return Err(err.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::io::Write;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Writes `bytes` as one writer that opens the FIFO by name, as bash does.
+    fn write_once(path: &Path, bytes: &[u8]) {
+        let mut writer = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        writer.write_all(bytes).unwrap();
+    }
+
+    /// Reads until end-of-file (every writer gone), waiting for readiness.
+    async fn read_to_eof(receiver: &pipe::Receiver) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 256];
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                receiver.readable().await.unwrap();
+                match read_now(receiver, &mut buf) {
+                    Ok(0) => return,
+                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(err) => panic!("{err}"),
+                }
+            }
+        })
+        .await
+        .expect("no end-of-file");
+        out
+    }
+
+    #[tokio::test]
+    async fn a_drained_read_end_serves_the_next_run_with_only_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o");
+        let mut fifo = OutputFifo::create(&path).unwrap();
+        for run in 0..3 {
+            let text = format!("run {run}\n");
+            write_once(&path, text.as_bytes());
+            // Before the keep-alive goes, the writer's close is no end.
+            let mut buf = [0u8; 64];
+            let n = read_now(&fifo.receiver, &mut buf).unwrap();
+            assert_eq!(&buf[..n], text.as_bytes());
+            assert_eq!(
+                read_now(&fifo.receiver, &mut buf).unwrap_err().kind(),
+                io::ErrorKind::WouldBlock
+            );
+            drop(fifo.keepalive);
+            assert!(read_to_eof(&fifo.receiver).await.is_empty());
+            fifo = OutputFifo::reuse(fifo.receiver, &path).unwrap();
+            // The fresh registration waits for the next writer: no readiness
+            // is left over from the end-of-file just read.
+            let early = tokio::time::timeout(Duration::from_millis(50), fifo.receiver.readable());
+            assert!(early.await.is_err(), "run {run}: ready before any write");
+        }
+        write_once(&path, b"last\n");
+        drop(fifo.keepalive);
+        assert_eq!(read_to_eof(&fifo.receiver).await, b"last\n");
+    }
+
+    #[tokio::test]
+    async fn reuse_refuses_a_path_that_names_another_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o");
+        let fifo = OutputFifo::create(&path).unwrap();
+        drop(fifo.keepalive);
+        // A command replaced its run's FIFO with one of its own.
+        std::fs::remove_file(&path).unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, &path, Mode::from_raw_mode(0o600)).unwrap();
+        let other_reader = OutputFifo::open(&path).unwrap();
+        let err = OutputFifo::reuse(fifo.receiver, &path).unwrap_err();
+        assert!(err.to_string().contains("another file"), "{err}");
+        drop(other_reader);
+        // And a path that is gone.
+        std::fs::remove_file(&path).unwrap();
+        let fifo = OutputFifo::create(&path).unwrap();
+        drop(fifo.keepalive);
+        std::fs::remove_file(&path).unwrap();
+        assert!(OutputFifo::reuse(fifo.receiver, &path).is_err());
     }
 }

@@ -23,6 +23,7 @@ use shellvisor_run::AbortOnDrop;
 use shellvisor_run::Escalation;
 use shellvisor_run::KillReason;
 use shellvisor_run::RunEnd;
+use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
 use super::LiveShell;
@@ -58,9 +59,9 @@ impl LiveShell {
     }
 
     /// The run's status was read and its output drained: the shell is idle.
-    pub(crate) fn run_completed(&mut self, fifo_reusable: bool) {
+    pub(crate) fn run_completed(&mut self, drained_fifo: Option<pipe::Receiver>) {
         self.run = None;
-        self.prepare_fifo(fifo_reusable);
+        self.prepare_fifo(drained_fifo);
     }
 
     /// The runtime kills the current run (its deadline, a cancel): what the
