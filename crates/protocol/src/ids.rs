@@ -8,6 +8,9 @@ use serde::Serialize;
 /// Number of random bytes in a [`JobId`] (128 bits: unguessable within a runtime).
 const JOB_ID_RANDOM_BYTES: usize = 16;
 
+/// What every random [`JobId`] starts with.
+const JOB_ID_PREFIX: &str = "job_";
+
 /// Lowercase RFC 4648 base32 alphabet, used for ids that are safe in paths and URLs.
 const BASE32_ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 
@@ -62,7 +65,10 @@ impl JobId {
     /// # Errors
     /// Fails only when the operating system's random source is unavailable.
     pub fn random() -> std::io::Result<Self> {
-        Ok(Self(format!("job_{}", random_token(JOB_ID_RANDOM_BYTES)?)))
+        let mut id = String::with_capacity(JOB_ID_PREFIX.len() + token_len(JOB_ID_RANDOM_BYTES));
+        id.push_str(JOB_ID_PREFIX);
+        push_random_token(&mut id, JOB_ID_RANDOM_BYTES)?;
+        Ok(Self(id))
     }
 
     /// Wraps an id received from a caller (it is looked up, never trusted).
@@ -82,18 +88,57 @@ impl fmt::Display for JobId {
     }
 }
 
-/// `bytes` random bytes from the operating system, encoded as lowercase base32
-/// (safe in file names, URLs and shell words).
-///
-/// # Errors
-/// Fails only when the operating system's random source is unavailable.
-pub fn random_token(bytes: usize) -> std::io::Result<String> {
-    let mut raw = vec![0u8; bytes];
-    getrandom::fill(&mut raw).map_err(std::io::Error::other)?;
-    let mut out = String::with_capacity(bytes * 8 / 5 + 1);
+/// How many of the operating system's random bytes each thread reads at once
+/// (ids and nonces take 8 to 16 bytes; one `getrandom` call serves many).
+const RANDOM_POOL_BYTES: usize = 256;
+
+/// Random bytes read from the operating system and not yet handed out, per
+/// thread. Each byte is handed out once; what a thread holds is only in this
+/// process's memory, as the ids made from it are.
+struct RandomPool {
+    bytes: [u8; RANDOM_POOL_BYTES],
+    /// The first byte not handed out (`RANDOM_POOL_BYTES` when empty).
+    next: usize,
+}
+
+thread_local! {
+    static RANDOM_POOL: std::cell::RefCell<RandomPool> = const {
+        std::cell::RefCell::new(RandomPool { bytes: [0; RANDOM_POOL_BYTES], next: RANDOM_POOL_BYTES })
+    };
+}
+
+/// Fills `out` with random bytes from the operating system, through this
+/// thread's pool.
+fn fill_random(out: &mut [u8]) -> std::io::Result<()> {
+    if out.len() > RANDOM_POOL_BYTES {
+        return getrandom::fill(out).map_err(std::io::Error::other);
+    }
+    RANDOM_POOL.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        if RANDOM_POOL_BYTES - pool.next < out.len() {
+            getrandom::fill(&mut pool.bytes).map_err(std::io::Error::other)?;
+            pool.next = 0;
+        }
+        let start = pool.next;
+        out.copy_from_slice(&pool.bytes[start..start + out.len()]);
+        // Never handed out twice.
+        pool.bytes[start..start + out.len()].fill(0);
+        pool.next = start + out.len();
+        Ok(())
+    })
+}
+
+/// Appends `bytes` random bytes from the operating system to `out`, encoded
+/// as lowercase base32.
+fn push_random_token(out: &mut String, bytes: usize) -> std::io::Result<()> {
+    let mut raw = [0u8; RANDOM_POOL_BYTES];
+    let raw = raw
+        .get_mut(..bytes)
+        .ok_or_else(|| std::io::Error::other("too many random bytes asked for"))?;
+    fill_random(raw)?;
     let mut acc: u32 = 0;
     let mut bits = 0u32;
-    for byte in raw {
+    for &byte in raw.iter() {
         acc = (acc << 8) | u32::from(byte);
         bits += 8;
         while bits >= 5 {
@@ -106,6 +151,23 @@ pub fn random_token(bytes: usize) -> std::io::Result<String> {
             BASE32_ALPHABET[((acc << (5 - bits)) & 31) as usize],
         ));
     }
+    Ok(())
+}
+
+/// The length of [`random_token`]'s text for `bytes` random bytes.
+const fn token_len(bytes: usize) -> usize {
+    (bytes * 8).div_ceil(5)
+}
+
+/// `bytes` random bytes from the operating system, encoded as lowercase base32
+/// (safe in file names, URLs and shell words).
+///
+/// # Errors
+/// Fails when the operating system's random source is unavailable, or when
+/// more than 256 bytes are asked for.
+pub fn random_token(bytes: usize) -> std::io::Result<String> {
+    let mut out = String::with_capacity(token_len(bytes));
+    push_random_token(&mut out, bytes)?;
     Ok(out)
 }
 
@@ -130,5 +192,24 @@ mod tests {
     fn random_token_length_matches_bits() {
         assert_eq!(random_token(5).unwrap().len(), 8);
         assert_eq!(random_token(8).unwrap().len(), 13);
+        assert_eq!(
+            random_token(RANDOM_POOL_BYTES).unwrap().len(),
+            token_len(RANDOM_POOL_BYTES)
+        );
+        assert!(random_token(RANDOM_POOL_BYTES + 1).is_err());
+    }
+
+    #[test]
+    fn tokens_drawn_across_many_pool_refills_never_repeat() {
+        // 16-byte ids draw 16 pools' worth every 256 ids: any byte handed
+        // out twice, or a pool not refilled, would repeat an id.
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..20_000 {
+            assert!(seen.insert(JobId::random().unwrap()));
+        }
+        // A pool left zeroed after its bytes were handed out would give
+        // all-`a` tokens.
+        let all_a = "a".repeat(token_len(8));
+        assert!((0..1_000).all(|_| random_token(8).unwrap() != all_a));
     }
 }
