@@ -42,5 +42,8 @@ pub use shellvisor_actor_sink::ArtifactBudget;
 pub use slots::JobSlots;
 pub use slots::SlotGuard;
 pub use timers::AbortOnDrop;
+pub use timers::LazyTimer;
+pub use timers::TIMER_SLACK;
 pub use timers::Timer;
 pub use timers::instant_after;
+pub use timers::is_due;

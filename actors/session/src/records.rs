@@ -18,13 +18,12 @@ use shellvisor_actor_job::FinishedRun;
 use shellvisor_actor_job::JobMsg;
 use shellvisor_actor_job::JobRef;
 use shellvisor_protocol::JobId;
-use shellvisor_run::AbortOnDrop;
-use shellvisor_run::Timer;
+use shellvisor_run::LazyTimer;
 use shellvisor_run::instant_after;
+use shellvisor_run::is_due;
 
 use crate::actor::SessionState;
 use crate::messages::SessionMsg;
-use crate::standby::SLACK;
 
 /// Job actors kept for the next runs: more than one serves parallel calls.
 const MAX_SPARE_JOBS: usize = 4;
@@ -38,7 +37,7 @@ pub(crate) struct JobPool {
     /// retention is one setting, so this is the order they finished in).
     expiring: VecDeque<(Instant, JobId)>,
     /// Fires when the soonest retention ends.
-    timer: Option<Timer<SessionMsg>>,
+    timer: LazyTimer<SessionMsg>,
 }
 
 impl JobPool {
@@ -64,28 +63,20 @@ impl JobPool {
     /// The record `job_id`'s retention ends at `at`.
     fn expire(&mut self, myself: &ActorRef<SessionMsg>, job_id: JobId, at: Instant) {
         self.expiring.push_back((at, job_id));
-        if self.timer.is_none() {
-            self.arm(myself, at);
-        }
-    }
-
-    fn arm(&mut self, myself: &ActorRef<SessionMsg>, at: Instant) {
-        let after = at.saturating_duration_since(Instant::now());
-        self.timer = Some(AbortOnDrop(
-            myself.send_after(after, || SessionMsg::ExpireRecords),
-        ));
+        // Retentions end in the order they began: an armed timer fires
+        // no later than this one's end.
+        self.timer.fire_by(myself, at, || SessionMsg::ExpireRecords);
     }
 
     /// The timer fired: the records whose retention has ended. The timer is
     /// armed again for the next one.
     fn due(&mut self, myself: &ActorRef<SessionMsg>) -> Vec<JobId> {
-        self.timer = None;
-        let now = instant_after(SLACK);
+        self.timer.fired();
         let mut due = Vec::new();
         while let Some((at, _)) = self.expiring.front() {
-            if *at > now {
+            if !is_due(*at) {
                 let at = *at;
-                self.arm(myself, at);
+                self.timer.fire_by(myself, at, || SessionMsg::ExpireRecords);
                 break;
             }
             if let Some((_, job_id)) = self.expiring.pop_front() {

@@ -15,9 +15,9 @@ use std::time::Instant;
 
 use ractor::ActorRef;
 use shellvisor_protocol::JobId;
-use shellvisor_run::AbortOnDrop;
-use shellvisor_run::Timer;
+use shellvisor_run::LazyTimer;
 use shellvisor_run::instant_after;
+use shellvisor_run::is_due;
 
 use crate::actor::SessionState;
 use crate::messages::SessionMsg;
@@ -66,10 +66,6 @@ impl SessionState {
     }
 }
 
-/// How early one of the session's timers may fire and still count as on
-/// time (the standby's and the records' expiry).
-pub(crate) const SLACK: Duration = Duration::from_millis(2);
-
 /// The standby's timer: one per session, kept from run to run. A run that
 /// holds the primary says when it would want a standby; its end withdraws
 /// the want. The timer is armed again only when it would fire too late:
@@ -77,8 +73,7 @@ pub(crate) const SLACK: Duration = Duration::from_millis(2);
 /// timer task spawned and another aborted.
 #[derive(Debug, Default)]
 pub(crate) struct StandbyClock {
-    /// When the armed timer fires, and the timer.
-    timer: Option<(Instant, Timer<SessionMsg>)>,
+    timer: LazyTimer<SessionMsg>,
     /// The run that wants a standby, and from when.
     wanted: Option<(JobId, Instant)>,
 }
@@ -87,15 +82,8 @@ impl StandbyClock {
     /// `job_id` wants a standby at `at`.
     fn want(&mut self, myself: &ActorRef<SessionMsg>, job_id: JobId, at: Instant) {
         self.wanted = Some((job_id, at));
-        if self.timer.as_ref().is_none_or(|(fires, _)| *fires > at) {
-            self.arm(myself, at);
-        }
-    }
-
-    fn arm(&mut self, myself: &ActorRef<SessionMsg>, at: Instant) {
-        let after = at.saturating_duration_since(Instant::now());
-        let timer = AbortOnDrop(myself.send_after(after, || SessionMsg::PrepareStandby));
-        self.timer = Some((at, timer));
+        self.timer
+            .fire_by(myself, at, || SessionMsg::PrepareStandby);
     }
 
     /// No run wants a standby (the timer, if armed, fires for nothing).
@@ -106,10 +94,11 @@ impl StandbyClock {
     /// The timer fired: the run whose standby is due, if any. A want that
     /// is not due yet arms the timer again.
     pub(crate) fn fired(&mut self, myself: &ActorRef<SessionMsg>) -> Option<JobId> {
-        self.timer = None;
+        self.timer.fired();
         let at = self.wanted.as_ref()?.1;
-        if at > instant_after(SLACK) {
-            self.arm(myself, at);
+        if !is_due(at) {
+            self.timer
+                .fire_by(myself, at, || SessionMsg::PrepareStandby);
             return None;
         }
         self.wanted.take().map(|(job_id, _)| job_id)
