@@ -30,7 +30,6 @@ use shellvisor_protocol::Result;
 use shellvisor_protocol::RunOutcome;
 use shellvisor_protocol::RunResult;
 use shellvisor_protocol::SessionEvent;
-use shellvisor_run::AbortOnDrop;
 use shellvisor_run::JobSlots;
 use shellvisor_run::KillReason;
 use shellvisor_run::RunEnd;
@@ -43,6 +42,7 @@ use shellvisor_run::Timer;
 use shellvisor_run::instant_after;
 use tokio::sync::broadcast;
 
+use crate::clock::JobClock;
 use crate::delivery::Delivery;
 use crate::limits::RunLimitsState;
 use crate::messages::JobMsg;
@@ -154,21 +154,13 @@ pub(crate) enum Caller {
     Answered,
 }
 
-/// A job's timers; each is aborted when dropped (with the state).
-#[derive(Debug, Default)]
-pub(crate) struct Timers {
-    /// The run's deadline and when it fires. Once the run is over it is
-    /// kept, if it fires before the retention ends, to arm the eviction
-    /// then: most runs end long before their deadline, and this saves each
-    /// an aborted timer task and a new one.
-    pub(crate) deadline: Option<(Instant, Timer<JobMsg>)>,
-    pub(crate) auto_background: Option<Timer<JobMsg>>,
-    /// Fires if the runner does not report within the grace after a kill.
-    pub(crate) watchdog: Option<Timer<JobMsg>>,
-    /// The retention period after finishing.
-    pub(crate) evict: Option<Timer<JobMsg>>,
-    /// When the retention ends (set when the run is over).
-    pub(crate) evict_at: Option<Instant>,
+/// What a Job actor keeps from one run to the next.
+#[derive(Debug)]
+pub(crate) struct Kept {
+    /// Its one timer and what it is for.
+    pub(crate) clock: JobClock,
+    /// Where its runners report (one address, made once).
+    pub(crate) run_notices: DerivedActorRef<RunNotice>,
 }
 
 /// The finished run's result and who has had it.
@@ -200,7 +192,13 @@ pub struct JobState {
     pub(crate) slots: JobSlots,
     /// The running-job slot, held while the job runs in the background.
     pub(crate) slot: Option<SlotGuard>,
-    pub(crate) timers: Timers,
+    /// The deadline, auto-background and retention; kept across runs.
+    pub(crate) clock: JobClock,
+    /// Where the runner reports; kept across runs.
+    pub(crate) run_notices: DerivedActorRef<RunNotice>,
+    /// Fires if the runner does not report within the grace after a kill
+    /// (aborted when dropped).
+    pub(crate) watchdog: Option<Timer<JobMsg>>,
     /// Set once the runner was asked to kill the run.
     pub(crate) kill_sent: bool,
     /// The run ended with its runner's own report. A run ended otherwise
@@ -235,7 +233,11 @@ impl Actor for Job {
         myself: ActorRef<JobMsg>,
         args: JobArgs,
     ) -> std::result::Result<JobState, ActorProcessingErr> {
-        JobState::begin(&myself, args, 1, 0).await
+        let kept = Kept {
+            clock: JobClock::default(),
+            run_notices: myself.get_derived(),
+        };
+        JobState::begin(&myself, args, 1, 0, kept).await
     }
 
     async fn handle(
@@ -260,14 +262,13 @@ impl Actor for Job {
                     return Ok(());
                 }
                 let issued = state.answers.delivery.issued();
-                *state = JobState::begin(&myself, *args, state.run + 1, issued).await?;
+                let kept = Kept {
+                    clock: std::mem::take(&mut state.clock),
+                    run_notices: state.run_notices.clone(),
+                };
+                *state = JobState::begin(&myself, *args, state.run + 1, issued, kept).await?;
             }
-            JobMsg::ReadyPolled { run, .. }
-            | JobMsg::DeadlineElapsed(run)
-            | JobMsg::AutoBackground(run)
-            | JobMsg::Unresponsive(run)
-            | JobMsg::Evict(run)
-                if run != state.run => {}
+            JobMsg::ReadyPolled { run, .. } | JobMsg::Unresponsive(run) if run != state.run => {}
             JobMsg::ReadyPolled {
                 already_at_start, ..
             } => {
@@ -336,24 +337,9 @@ impl Actor for Job {
                     state.kill(&myself, KillReason::Cancelled);
                 }
             }
-            JobMsg::DeadlineElapsed(run) => {
-                let fired = state.timers.deadline.take().is_some();
-                if state.answers.result.is_none() {
-                    state.kill(&myself, KillReason::Timeout);
-                } else if fired && let Some(at) = state.timers.evict_at {
-                    // The run ended before its deadline: the retention goes on.
-                    let left = at.saturating_duration_since(Instant::now());
-                    state.timers.evict = Some(AbortOnDrop(
-                        myself.send_after(left, move || JobMsg::Evict(run)),
-                    ));
-                }
-            }
-            JobMsg::AutoBackground(_) => {
-                state.timers.auto_background = None;
-                state.background_now(BackgroundReason::Timer).await;
-            }
+            JobMsg::ClockFired => state.clock_fired(&myself).await,
             JobMsg::Unresponsive(_) => {
-                state.timers.watchdog = None;
+                state.watchdog = None;
                 if state.answers.result.is_none() {
                     state.finish(
                         &myself,
@@ -362,16 +348,6 @@ impl Actor for Job {
                                 .to_owned(),
                         }),
                     );
-                }
-            }
-            JobMsg::Evict(_) => {
-                if matches!(state.caller, Caller::Backgrounded)
-                    && !state.answers.delivery.is_delivered()
-                {
-                    // Its result has not been delivered yet: keep it.
-                    state.arm_eviction(&myself);
-                } else {
-                    myself.stop(Some("retention elapsed".to_owned()));
                 }
             }
         }
@@ -430,6 +406,7 @@ impl JobState {
         args: JobArgs,
         run: u64,
         tokens_issued: u64,
+        kept: Kept,
     ) -> std::result::Result<JobState, ActorProcessingErr> {
         tracing::trace!(target: "shellvisor::stage", "job: pre_start");
         let started = Instant::now();
@@ -461,26 +438,22 @@ impl JobState {
             job_id: args.job_id.clone(),
             command: args.plan.command.clone(),
         });
-        let mut timers = Timers {
-            deadline: args.plan.timeout.deadline.map(|after| {
-                let timer =
-                    AbortOnDrop(myself.send_after(after, move || JobMsg::DeadlineElapsed(run)));
-                (instant_after(after), timer)
-            }),
-            ..Timers::default()
-        };
-        let (caller, slot) = match args.start {
+        let Kept {
+            mut clock,
+            run_notices,
+        } = kept;
+        let (caller, slot, auto_background) = match args.start {
             JobStart::Foreground {
                 reply,
                 auto_background,
-            } => {
-                timers.auto_background = auto_background.map(|after| {
-                    AbortOnDrop(myself.send_after(after, move || JobMsg::AutoBackground(run)))
-                });
-                (Caller::Waiting(reply), None)
-            }
-            JobStart::Background { slot } => (Caller::Backgrounded, Some(slot)),
+            } => (Caller::Waiting(reply), None, auto_background),
+            JobStart::Background { slot } => (Caller::Backgrounded, Some(slot), None),
         };
+        clock.start_run(
+            myself,
+            args.plan.timeout.deadline.map(instant_after),
+            auto_background.map(instant_after),
+        );
         let started_at_ms = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -494,7 +467,7 @@ impl JobState {
                         job_id: args.job_id.clone(),
                         launch: *launch,
                         sink: feed.clone(),
-                        reply_to: myself.get_derived(),
+                        reply_to: run_notices.clone(),
                         events: args.events.clone(),
                     };
                     let session =
@@ -530,7 +503,9 @@ impl JobState {
             caller,
             slots: args.slots,
             slot,
-            timers,
+            clock,
+            run_notices,
+            watchdog: None,
             kill_sent: false,
             runner_reported: false,
             answers: Answers {
@@ -584,21 +559,29 @@ impl JobState {
     /// Keeps the finished job for the retention period.
     pub(crate) fn arm_eviction(&mut self, myself: &ActorRef<JobMsg>) {
         let retention = std::time::Duration::from_secs(self.ctx.config.jobs.retention_secs);
-        let at = instant_after(retention);
-        self.timers.evict_at = Some(at);
-        if self
-            .timers
-            .deadline
-            .as_ref()
-            .is_some_and(|(fires, _)| *fires <= at)
-        {
-            // The deadline's timer arms the eviction when it fires.
-            return;
+        self.clock.evict_at(myself, instant_after(retention));
+    }
+
+    /// The clock fired: what is due happens (the deadline kills a run still
+    /// going, the move to the background answers a caller still waiting,
+    /// the retention's end lets the job go unless its result still waits
+    /// for a delivery).
+    async fn clock_fired(&mut self, myself: &ActorRef<JobMsg>) {
+        let due = self.clock.fired(myself);
+        if due.deadline && self.answers.result.is_none() {
+            self.kill(myself, KillReason::Timeout);
         }
-        self.timers.deadline = None;
-        let run = self.run;
-        self.timers.evict = Some(AbortOnDrop(
-            myself.send_after(retention, move || JobMsg::Evict(run)),
-        ));
+        if due.auto_background {
+            self.background_now(BackgroundReason::Timer).await;
+        }
+        if due.evict {
+            if matches!(self.caller, Caller::Backgrounded) && !self.answers.delivery.is_delivered()
+            {
+                // Its result has not been delivered yet: keep it.
+                self.arm_eviction(myself);
+            } else {
+                myself.stop(Some("retention elapsed".to_owned()));
+            }
+        }
     }
 }

@@ -24,6 +24,7 @@
 mod actor;
 mod answers;
 mod background;
+mod clock;
 mod delivery;
 mod info;
 mod limits;

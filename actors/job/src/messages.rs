@@ -77,16 +77,14 @@ pub enum JobMsg {
     GiveBack(u64),
     /// Kill the job's process tree; answered once it has ended.
     Kill(RpcReplyPort<Result<()>>),
-    /// Internal: the run's deadline elapsed. Each timer names the actor's
-    /// run that armed it: a timer that fired as its run was recorded is
-    /// ignored by the next.
-    DeadlineElapsed(u64),
-    /// Internal: the auto-background timer elapsed.
-    AutoBackground(u64),
+    /// Internal: the Job's clock fired (a deadline, a move to the
+    /// background or the end of the retention may be due; see
+    /// `JobClock`).
+    ClockFired,
     /// Internal: the Shell did not report within the grace after a kill.
+    /// It names the actor's run that armed it: one that fired as its run
+    /// was recorded is ignored by the next.
     Unresponsive(u64),
-    /// Internal: the retention period after finishing elapsed.
-    Evict(u64),
 }
 
 impl From<RunNotice> for JobMsg {

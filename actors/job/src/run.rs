@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::ActorRef;
-use ractor::DerivedActorRef;
 use shellvisor_actor_pty::PtyMsg;
 use shellvisor_actor_shell::ExecRequest;
 use shellvisor_actor_shell::ShellMsg;
@@ -19,7 +18,6 @@ use shellvisor_run::RunReport;
 use crate::actor::Caller;
 use crate::actor::JobState;
 use crate::actor::RunnerRef;
-use crate::actor::Timers;
 use crate::limits::RunLimitsState;
 use crate::messages::JobMsg;
 use crate::messages::JobNotice;
@@ -36,7 +34,7 @@ impl JobState {
         let RunnerRef::Shell { shell, .. } = &self.runner else {
             return;
         };
-        let reply_to: DerivedActorRef<RunNotice> = myself.get_derived();
+        let reply_to = self.run_notices.clone();
         let request = ExecRequest {
             command: self.plan.command.clone(),
             cwd: self.plan.cwd.clone(),
@@ -73,7 +71,7 @@ impl JobState {
         }
         let wait = self.ctx.config.timeouts.kill_grace() + UNRESPONSIVE_AFTER_KILL;
         let run = self.run;
-        self.timers.watchdog = Some(AbortOnDrop(
+        self.watchdog = Some(AbortOnDrop(
             myself.send_after(wait, move || JobMsg::Unresponsive(run)),
         ));
     }
@@ -84,10 +82,10 @@ impl JobState {
         if self.answers.result.is_some() {
             return;
         }
-        // Dropping the timers aborts them (the deadline's may arm the
-        // eviction: see `arm_eviction`).
-        self.timers.auto_background = None;
-        self.timers.watchdog = None;
+        // Neither the deadline nor the move to the background can come now
+        // (the clock's timer stays armed for the retention or the next run).
+        self.clock.run_over();
+        self.watchdog = None;
         self.note_unready();
         let limits = self.limits.as_ref().map(RunLimitsState::report);
         if let Some((_, notices)) = &limits {
@@ -145,7 +143,7 @@ impl JobState {
         if self.recorded {
             // The Session keeps the record for its retention; nothing of
             // this run is left to time.
-            self.timers = Timers::default();
+            self.clock.clear();
         } else {
             // Armed before anyone is answered: a task spawned after the
             // reply would take the caller's place as the next task on this

@@ -8,6 +8,7 @@ use ractor::Actor;
 use ractor::ActorId;
 use ractor::ActorProcessingErr;
 use ractor::ActorRef;
+use ractor::DerivedActorRef;
 use ractor::SupervisionEvent;
 use shellvisor_actor_job::JobMsg;
 use shellvisor_actor_job::JobNotice;
@@ -82,6 +83,8 @@ pub struct SessionState {
     /// A notice for the next run: the session's directory vanished and its
     /// new shell started elsewhere.
     pub(crate) relocated: Option<String>,
+    /// Where its Jobs send their notices (one address, made once).
+    pub(crate) job_notices: DerivedActorRef<JobNotice>,
 }
 
 impl Actor for Session {
@@ -91,7 +94,7 @@ impl Actor for Session {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<SessionMsg>,
+        myself: ActorRef<SessionMsg>,
         args: SessionArgs,
     ) -> std::result::Result<SessionState, ActorProcessingErr> {
         let restart = &args.ctx.config.restart;
@@ -106,6 +109,7 @@ impl Actor for Session {
             standby: StandbyClock::default(),
             idle: IdleClock::new(args.ctx.config.sessions.idle_close()),
             relocated: None,
+            job_notices: myself.get_derived(),
             args,
         })
     }

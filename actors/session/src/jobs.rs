@@ -224,7 +224,7 @@ impl SessionState {
             runner,
             start,
             slots: self.args.slots.clone(),
-            notify: myself.get_derived(),
+            notify: self.job_notices.clone(),
             events: self.args.events.clone(),
             artifact_path: self.args.artifacts_dir.join(format!("{job_id}.log")),
             artifacts: self.args.artifacts.clone(),
