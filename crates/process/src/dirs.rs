@@ -26,6 +26,9 @@ pub struct PrivateDir {
 /// The file in a unique directory whose lock says its owner is alive.
 pub(crate) const LOCK_FILE: &str = ".owner-lock";
 
+/// The lock file's name until it is held (see [`PrivateDir::create_owned`]).
+const PENDING_LOCK_FILE: &str = ".owner-lock.pending";
+
 impl PrivateDir {
     /// Creates `<parent>/<prefix><random>` with mode 0700 (failing if it exists).
     ///
@@ -53,13 +56,20 @@ impl PrivateDir {
     /// When the directory or its lock file cannot be created.
     pub fn create_owned(parent: &Path, prefix: &str) -> io::Result<Self> {
         let mut dir = Self::create_unique(parent, prefix)?;
+        // Locked under another name, then renamed into place: a sweep that
+        // runs meanwhile (another runtime starting) finds either no lock
+        // file, and leaves the directory alone, or a held one. Created under
+        // its own name, the file could be found and locked by the sweep
+        // before this process locked it, and the live directory removed.
+        let pending = dir.path.join(PENDING_LOCK_FILE);
         let lock = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(dir.path.join(LOCK_FILE))?;
+            .open(&pending)?;
         rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+        std::fs::rename(&pending, dir.path.join(LOCK_FILE))?;
         dir._lock = Some(lock);
         Ok(dir)
     }
@@ -199,5 +209,54 @@ impl Drop for PrivateDir {
         {
             tracing::warn!(path = %self.path.display(), %err, "could not remove runtime directory");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+
+    #[test]
+    fn a_directory_being_created_is_never_swept_as_dead() {
+        let parent = tempfile::tempdir().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        // Another runtime starting meanwhile sweeps the same parent, over
+        // and over.
+        let sweeper = {
+            let (parent, stop) = (parent.path().to_path_buf(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut swept = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    swept += PrivateDir::sweep_dead(&parent, "rt-");
+                }
+                swept
+            })
+        };
+        let mut lost = 0;
+        for _ in 0..3_000 {
+            let dir = PrivateDir::create_owned(parent.path(), "rt-").unwrap();
+            if !dir.path().join(LOCK_FILE).exists() {
+                lost += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let swept = sweeper.join().unwrap();
+        assert_eq!(
+            lost, 0,
+            "{lost} live directories were swept ({swept} sweeps removed one)"
+        );
+        // A dead owner's directory (its lock released) is still swept.
+        let mut dead = PrivateDir::create_owned(parent.path(), "rt-").unwrap();
+        let path = dead.path().to_path_buf();
+        dead._lock = None;
+        dead.remove_on_drop = false;
+        assert_eq!(PrivateDir::sweep_dead(parent.path(), "rt-"), 1);
+        assert!(!path.exists());
     }
 }
