@@ -3,7 +3,6 @@
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::path::PathBuf;
 
 use rustix::fs::Mode;
 use rustix::fs::OFlags;
@@ -23,8 +22,6 @@ pub struct OutputFifo {
     /// Keep-alive write end (never written, not registered with tokio); drop
     /// it once the run's status has arrived.
     pub keepalive: OwnedFd,
-    /// The FIFO's path (unlink it once the shell has opened it).
-    pub path: PathBuf,
 }
 
 impl OutputFifo {
@@ -82,7 +79,6 @@ impl OutputFifo {
         Ok(Self {
             receiver,
             keepalive,
-            path: path.to_path_buf(),
         })
     }
 
@@ -97,7 +93,6 @@ impl OutputFifo {
         Ok(Self {
             receiver,
             keepalive,
-            path: path.to_path_buf(),
         })
     }
 }
