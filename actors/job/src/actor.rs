@@ -166,7 +166,7 @@ pub(crate) struct Kept {
 /// The finished run's result and who has had it.
 #[derive(Debug, Default)]
 pub(crate) struct Answers {
-    pub(crate) result: Option<Box<RunResult>>,
+    pub(crate) result: Option<Arc<RunResult>>,
     /// Offers of the result and their confirmations.
     pub(crate) delivery: Delivery,
     /// Waits for the result.
@@ -434,10 +434,13 @@ impl JobState {
             SinkFeed::lazy(sink_args, myself.get_cell())
         };
         tracing::trace!(target: "shellvisor::stage", "job: sink spawned");
-        let _ = args.events.send(SessionEvent::JobStarted {
-            job_id: args.job_id.clone(),
-            command: args.plan.command.clone(),
-        });
+        // Built only for a listener (an event sent to none is dropped).
+        if args.events.receiver_count() > 0 {
+            let _ = args.events.send(SessionEvent::JobStarted {
+                job_id: args.job_id.clone(),
+                command: args.plan.command.clone(),
+            });
+        }
         let Kept {
             mut clock,
             run_notices,

@@ -1,5 +1,7 @@
 //! A finished job's result on its way to one receiver, settled exactly once.
 
+use std::sync::Arc;
+
 use ractor::ActorRef;
 use shellvisor_protocol::RunResult;
 
@@ -12,14 +14,15 @@ use crate::messages::JobMsg;
 /// stream.
 #[derive(Debug)]
 pub struct Offer {
-    result: Box<RunResult>,
+    /// Shared with the job, which keeps it for later waits.
+    result: Arc<RunResult>,
     receipt: Receipt,
 }
 
 impl Offer {
     /// An offer of a result that needs no delivery (its caller had it):
     /// taking or dropping it settles nothing.
-    pub(crate) fn settled(result: Box<RunResult>) -> Self {
+    pub(crate) fn settled(result: Arc<RunResult>) -> Self {
         Offer {
             result,
             receipt: Receipt {
@@ -29,7 +32,7 @@ impl Offer {
         }
     }
 
-    pub(crate) fn new(result: Box<RunResult>, token: u64, job: ActorRef<JobMsg>) -> Self {
+    pub(crate) fn new(result: Arc<RunResult>, token: u64, job: ActorRef<JobMsg>) -> Self {
         Offer {
             result,
             receipt: Receipt {
@@ -51,7 +54,7 @@ impl Offer {
             mut receipt,
         } = self;
         receipt.settle(JobMsg::Confirm);
-        *result
+        Arc::unwrap_or_clone(result)
     }
 }
 
@@ -124,8 +127,8 @@ mod tests {
         }
     }
 
-    fn result() -> Box<RunResult> {
-        Box::new(RunResult {
+    fn result() -> Arc<RunResult> {
+        Arc::new(RunResult {
             job_id: JobId::random().expect("an id"),
             exit_code: Some(0),
             timed_out: false,

@@ -24,12 +24,13 @@ use crate::offer::Offer;
 #[derive(Debug)]
 pub struct FinishedRun {
     info: JobInfo,
-    result: Box<RunResult>,
+    /// Shared with the Job that ran it (until it serves another run).
+    result: Arc<RunResult>,
     feed: SinkFeed,
 }
 
 impl FinishedRun {
-    pub(crate) fn new(info: JobInfo, result: Box<RunResult>, feed: SinkFeed) -> Self {
+    pub(crate) fn new(info: JobInfo, result: Arc<RunResult>, feed: SinkFeed) -> Self {
         Self { info, result, feed }
     }
 
@@ -64,7 +65,7 @@ impl FinishedRun {
                 let _ = reply.send(Ok(self.info.clone()));
             }
             JobMsg::Wait(reply) => {
-                let _ = reply.send(Ok(Offer::settled(self.result.clone())));
+                let _ = reply.send(Ok(Offer::settled(Arc::clone(&self.result))));
             }
             // Its caller had the result: it is not the completion stream's.
             JobMsg::Claim(reply) => {

@@ -104,8 +104,9 @@ impl JobState {
             self.started.elapsed(),
             self.ctx.config.output.inline_bytes,
         );
-        let mut result = Box::new(result);
+        let mut result = result;
         result.limits = limits.map(|(report, _)| Box::new(report));
+        let result = Arc::new(result);
         if let RunnerRef::Pty { state, .. } = &mut self.runner {
             *state = PtyState::Exited {
                 code: result.exit_code,
@@ -116,7 +117,7 @@ impl JobState {
         let record = self.recordable().then(|| {
             Arc::new(FinishedRun::new(
                 self.finished_info(&result),
-                result.clone(),
+                Arc::clone(&result),
                 self.feed.clone(),
             ))
         });
@@ -135,11 +136,13 @@ impl JobState {
             deliver,
             record,
         });
-        let _ = self.events.send(SessionEvent::JobFinished {
-            job_id: self.job_id.clone(),
-            exit_code: result.exit_code,
-            timed_out: result.timed_out,
-        });
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(SessionEvent::JobFinished {
+                job_id: self.job_id.clone(),
+                exit_code: result.exit_code,
+                timed_out: result.timed_out,
+            });
+        }
         if self.recorded {
             // The Session keeps the record for its retention; nothing of
             // this run is left to time.
