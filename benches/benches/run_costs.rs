@@ -1,0 +1,158 @@
+//! Per-run costs that a Shell and a Job pay on every run, each against the
+//! way it was paid before (measured in the same run):
+//!
+//! - the output FIFO made ready for the next run: the drained read end
+//!   reused (`OutputFifo::reuse`: a new keep-alive, a fresh tokio
+//!   registration) against both ends closed and opened again, and against a
+//!   FIFO made anew; each cycle includes a writer opening and closing it, as
+//!   bash does, and the read of end-of-file;
+//! - a run's deadline and auto-background: two ractor timers spawned and
+//!   aborted per run, against the Job's clock kept across runs
+//!   (`LazyTimer`);
+//! - a run's random nonce and job id: `getrandom` per token, against the
+//!   per-thread pool (`random_token`, `JobId::random`).
+//!
+//! `cargo bench -p shellvisor-benches --bench run_costs`
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::Duration;
+use std::time::Instant;
+
+use criterion::Criterion;
+use criterion::criterion_group;
+use criterion::criterion_main;
+use ractor::Actor;
+use ractor::ActorProcessingErr;
+use ractor::ActorRef;
+use shellvisor_process::OutputFifo;
+use shellvisor_process::read_now;
+use shellvisor_protocol::JobId;
+use shellvisor_protocol::random_token;
+use shellvisor_run::AbortOnDrop;
+use shellvisor_run::LazyTimer;
+use tokio::net::unix::pipe;
+
+/// One run's use of the FIFO: the command opens it, (writes nothing,)
+/// closes it; the keep-alive goes and end-of-file is read.
+fn run_through(path: &Path, fifo: OutputFifo) -> pipe::Receiver {
+    drop(std::fs::OpenOptions::new().write(true).open(path).unwrap());
+    drop(fifo.keepalive);
+    let mut buf = [0u8; 64];
+    assert_eq!(read_now(&fifo.receiver, &mut buf).unwrap(), 0);
+    fifo.receiver
+}
+
+/// Both ends opened on the FIFO at `path`, as before the read end was kept.
+fn open_both(path: &Path) -> OutputFifo {
+    let receiver = pipe::OpenOptions::new().open_receiver(path).unwrap();
+    let keepalive = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .unwrap();
+    OutputFifo {
+        receiver,
+        keepalive: keepalive.into(),
+    }
+}
+
+fn output_fifo(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("o");
+    let mut group = c.benchmark_group("output_fifo");
+    let mut fifo = Some(OutputFifo::create(&path).unwrap());
+    group.bench_function("drained_read_end_reused", |b| {
+        b.iter(|| {
+            let receiver = run_through(&path, fifo.take().unwrap());
+            fifo = Some(OutputFifo::reuse(receiver, &path).unwrap());
+        })
+    });
+    group.bench_function("both_ends_reopened", |b| {
+        b.iter(|| {
+            drop(run_through(&path, fifo.take().unwrap()));
+            fifo = Some(open_both(&path));
+        })
+    });
+    group.bench_function("fifo_made_anew", |b| {
+        b.iter(|| {
+            drop(run_through(&path, fifo.take().unwrap()));
+            fifo = Some(OutputFifo::create(&path).unwrap());
+        })
+    });
+    group.finish();
+}
+
+/// Takes the timers' messages (none arrive: every want is far away).
+struct Target;
+
+impl Actor for Target {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+fn run_timers(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (target, _) = runtime.block_on(Actor::spawn(None, Target, ())).unwrap();
+    let (deadline, auto_background) = (Duration::from_secs(120), Duration::from_secs(30));
+    let mut group = c.benchmark_group("run_timers");
+    group.bench_function("two_timers_spawned_and_aborted_per_run", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let first = AbortOnDrop(target.send_after(deadline, || ()));
+                let second = AbortOnDrop(target.send_after(auto_background, || ()));
+                black_box((first, second));
+            })
+        })
+    });
+    let mut clock = LazyTimer::default();
+    group.bench_function("one_timer_kept_across_runs", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                // Each run wants both later than the last run did: the armed
+                // timer already fires in time.
+                let now = Instant::now();
+                clock.fire_by(&target, now + auto_background, || ());
+                clock.fire_by(&target, now + deadline, || ());
+            })
+        })
+    });
+    group.finish();
+    target.stop(None);
+}
+
+fn run_tokens(c: &mut Criterion) {
+    let mut group = c.benchmark_group("run_tokens");
+    group.bench_function("getrandom_per_token", |b| {
+        b.iter(|| {
+            let mut nonce = [0u8; 10];
+            getrandom::fill(&mut nonce).unwrap();
+            let mut id = [0u8; 16];
+            getrandom::fill(&mut id).unwrap();
+            black_box((nonce, id))
+        })
+    });
+    group.bench_function("pooled_nonce_and_job_id", |b| {
+        b.iter(|| black_box((random_token(10).unwrap(), JobId::random().unwrap())))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, output_fifo, run_timers, run_tokens);
+criterion_main!(benches);
