@@ -307,6 +307,15 @@ fn cpu_split(
         Some(("bare pipes: shells + driver", bare_all)),
         None,
     ));
+    // The same bash running the same protocol, driven without the runtime:
+    // what the shells' share costs when the runtime does not share the CPUs
+    // with them (the gap is the runtime slowing bash down, not more work).
+    report.add(time(
+        &format!("{label}, CPU per command: shells (bash), against the protocol alone's shells"),
+        shells,
+        Some(("protocol alone: shells", per_command(protocol.children))),
+        None,
+    ));
     report.add(time(
         &format!("{label}, CPU per command: runtime process"),
         runtime,

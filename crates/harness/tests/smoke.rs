@@ -45,6 +45,7 @@ async fn a_tiny_run_reports_every_figure() {
         "20 sessions x 20 commands, wall",
         "5 sessions x 2 commands, throughput",
         "5 sessions x 2 commands, CPU per command: shells (bash)",
+        "5 sessions x 2 commands, CPU per command: shells (bash), against the protocol alone's shells",
         "5 sessions x 2 commands, CPU per command: runtime process",
         "runtime heap per idle session (bash not included)",
     ] {
