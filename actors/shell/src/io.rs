@@ -288,8 +288,8 @@ async fn readable(run: Option<&ActiveRun>) -> io::Result<()> {
 /// drainer so they never get SIGPIPE. When the shell goes on (`shell`), it is
 /// told that it is idle before the Job hears of the end, and handed the
 /// FIFO's read end when it reached end-of-file, for the next run to reuse.
-/// `epilogue` is what bash wrote outside the run's
-/// redirections as it exited; it follows the run's own output.
+/// `epilogue` is what bash wrote outside the run's redirections as it
+/// exited; it follows the run's own output.
 async fn finish(
     run: ActiveRun,
     end: RunEnd,
