@@ -111,11 +111,6 @@ impl Actor for Shell {
                     myself.stop(Some("shell ended".to_owned()));
                 }
             }
-            ShellMsg::RunCompleted { drained_fifo } => {
-                tracing::trace!(target: "shellvisor::stage", "shell: completed handled");
-                live.run_completed(drained_fifo);
-                tracing::trace!(target: "shellvisor::stage", "shell: fifo prepared");
-            }
             ShellMsg::ChannelBroken => live.channel_broken(&myself),
             ShellMsg::StatusClosed => live.status_closed(&myself),
             ShellMsg::StatusClosedGrace => live.status_closed_grace(&myself),

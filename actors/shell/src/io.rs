@@ -20,6 +20,8 @@ use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio::sync::watch;
 
+use crate::completion::Completed;
+use crate::completion::Completions;
 use crate::messages::ShellMsg;
 use crate::shell_output::ShellOutput;
 use crate::source_names::SourceNames;
@@ -72,6 +74,8 @@ pub(crate) enum IoCommand {
 /// One run's I/O.
 #[derive(Debug)]
 pub(crate) struct RunIo {
+    /// The Shell's number of the run, named in its [`Completed`].
+    pub(crate) run: u64,
     pub(crate) nonce: String,
     pub(crate) fifo: OutputFifo,
     pub(crate) sink: SinkFeed,
@@ -80,6 +84,7 @@ pub(crate) struct RunIo {
 }
 
 struct ActiveRun {
+    run: u64,
     nonce: String,
     env_follows: bool,
     receiver: pipe::Receiver,
@@ -101,6 +106,7 @@ pub(crate) async fn io_task(
     channels: ShellChannels,
     mut commands: mpsc::UnboundedReceiver<IoCommand>,
     shell: ActorRef<ShellMsg>,
+    completions: Completions,
     env: watch::Sender<EnvRecord>,
 ) {
     let ShellChannels {
@@ -124,6 +130,7 @@ pub(crate) async fn io_task(
                         finish(previous, RunEnd::ShellLost { reason: "a new run replaced it".to_owned() }, None, None).await;
                     }
                     let current = ActiveRun {
+                        run: io.run,
                         nonce: io.nonce,
                         env_follows: io.env_follows,
                         receiver: io.fifo.receiver,
@@ -145,7 +152,7 @@ pub(crate) async fn io_task(
                         Some(status) if status.nonce == current.nonce => {
                             let env_follows = current.env_follows;
                             shell_output.forget();
-                            finish(current, RunEnd::Completed { status, env_follows }, Some(&shell), None).await;
+                            finish(current, RunEnd::Completed { status, env_follows }, Some(&completions), None).await;
                         }
                         Some(_) => {
                             broken(&shell, Some(current), FOREIGN_RECORD).await;
@@ -187,12 +194,12 @@ pub(crate) async fn io_task(
                         // killing this run: it ends when the shell does.
                         tracing::debug!("status record of a run being killed; ignored");
                     } else if run.as_ref().is_some_and(|r| r.nonce == record.nonce) {
-                        // `finish` tells the Shell it is idle (`RunCompleted`)
+                        // `finish` leaves the completion for the Shell
                         // before anyone can learn the run ended.
                         if let Some(current) = run.take() {
                             let env_follows = current.env_follows;
                             shell_output.forget();
-                            finish(current, RunEnd::Completed { status: record, env_follows }, Some(&shell), None).await;
+                            finish(current, RunEnd::Completed { status: record, env_follows }, Some(&completions), None).await;
                         }
                     } else if run.is_some() || early.is_some() {
                         // A record for no run the shell is running: written
@@ -285,19 +292,20 @@ async fn readable(run: Option<&ActiveRun>) -> io::Result<()> {
 /// Ends a run: reads what the foreground wrote (it is all in the pipe by now:
 /// the shell reported after its writes returned, or is dead), renders it,
 /// reports to the Job, and leaves any late output of `&` children to a
-/// drainer so they never get SIGPIPE. When the shell goes on (`shell`), it is
-/// told that it is idle before the Job hears of the end, and handed the
-/// FIFO's read end when it reached end-of-file, for the next run to reuse.
+/// drainer so they never get SIGPIPE. When the shell goes on (`completions`),
+/// the run's completion is left for it before the Job hears of the end, with
+/// the FIFO's read end when it reached end-of-file, for the next run to reuse.
 /// `epilogue` is what bash wrote outside the run's redirections as it
 /// exited; it follows the run's own output.
 async fn finish(
     run: ActiveRun,
     end: RunEnd,
-    shell: Option<&ActorRef<ShellMsg>>,
+    completions: Option<&Completions>,
     epilogue: Option<Bytes>,
 ) {
     tracing::trace!(target: "shellvisor::stage", "pump: run ended");
     let ActiveRun {
+        run: number,
         receiver,
         keepalive,
         sink,
@@ -343,10 +351,11 @@ async fn finish(
         (true, true) => (None, Some(receiver)),
         (true, false) => (None, None),
     };
-    // The Job hears last: the task woken last runs next on this thread
-    // (tokio's LIFO slot) while the ones woken before it may move to the
-    // other worker. Woken earlier, the Job was pushed out by the Sink's
-    // close and waited ~20 µs for another thread to wake up and take it.
+    // The Job is the one task woken here (the Shell reads the completion
+    // when it needs it, and the Sink's close comes first): the task woken
+    // last runs next on this thread (tokio's LIFO slot), while one woken
+    // before it moves to the run queue and makes tokio wake a parked worker
+    // to take it (a Job pushed out by the Sink's close waited ~20 µs).
     let late = match late {
         None => {
             sink.close();
@@ -354,8 +363,9 @@ async fn finish(
         }
         Some(receiver) => Some(tokio::spawn(drain_late(receiver, sink, buf, names))),
     };
-    if let Some(shell) = shell {
-        let _ = shell.cast(ShellMsg::RunCompleted {
+    if let Some(completions) = completions {
+        completions.put(Completed {
+            run: number,
             drained_fifo: drained,
         });
     }
@@ -433,6 +443,7 @@ mod tests {
     use super::RunIo;
     use super::ShellChannels;
     use super::io_task;
+    use crate::completion::Completions;
     use crate::messages::ShellMsg;
     use crate::shell_output::ShellOutput;
     use crate::source_names::SourceNames;
@@ -484,7 +495,8 @@ mod tests {
         let (status_read, status_write) = rustix::pipe::pipe().unwrap();
         let mut status_write = std::fs::File::from(status_write);
         let (commands_tx, commands) = mpsc::unbounded_channel();
-        let (shell, mut shell_messages) = forward::<ShellMsg>().await;
+        let (shell, _shell_messages) = forward::<ShellMsg>().await;
+        let completions = Completions::default();
         let (job, mut job_messages) = forward::<RunNotice>().await;
         let (env, _env_rx) = watch::channel(EnvRecord::default());
         let status = StatusReader::new(status_read).unwrap();
@@ -495,7 +507,13 @@ mod tests {
             probe: None,
             names: SourceNames::new(&[]),
         };
-        tokio::spawn(io_task(channels, commands, shell.clone(), env));
+        tokio::spawn(io_task(
+            channels,
+            commands,
+            shell.clone(),
+            completions.clone(),
+            env,
+        ));
 
         // The record arrives and is read while no run is known.
         status_write
@@ -528,6 +546,7 @@ mod tests {
         let fifo = OutputFifo::create(&dir.path().join("o")).unwrap();
         commands_tx
             .send(IoCommand::Start(RunIo {
+                run: 7,
                 nonce: "nonce-1".to_owned(),
                 fifo,
                 sink: SinkFeed::new(sink),
@@ -550,18 +569,9 @@ mod tests {
             }
             other => panic!("unexpected end {other:?}"),
         }
-        let told = tokio::time::timeout(Duration::from_secs(10), shell_messages.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(
-            matches!(
-                told,
-                ShellMsg::RunCompleted {
-                    drained_fifo: Some(_)
-                }
-            ),
-            "{told:?}"
-        );
+        // The completion was left for the Shell before the Job heard.
+        let completed = completions.take().expect("no completion for the Shell");
+        assert_eq!(completed.run, 7);
+        assert!(completed.drained_fifo.is_some());
     }
 }

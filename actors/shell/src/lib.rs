@@ -13,6 +13,7 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod actor;
+mod completion;
 mod io;
 mod live;
 mod messages;

@@ -43,6 +43,7 @@ use tokio::sync::oneshot;
 use tokio::sync::watch;
 
 use crate::actor::ShellArgs;
+use crate::completion::Completions;
 use crate::io::IoCommand;
 use crate::io::RunIo;
 use crate::io::ShellChannels;
@@ -75,16 +76,20 @@ pub(crate) struct LiveShell {
     writer: CommandWriter,
     /// Names this shell in its runs' markers (not secret, unlike nonces).
     shell_id: String,
+    /// The number of the last run started (the one in progress, if any).
     runs: u64,
     next_fifo: Option<OutputFifo>,
     io: mpsc::UnboundedSender<IoCommand>,
+    /// Where the I/O task leaves a run's completion (read by
+    /// [`LiveShell::take_completion`]).
+    completions: Completions,
     env: watch::Receiver<EnvRecord>,
     /// Nonce of the last run that reports its environment, until its record is in.
     env_pending: Option<String>,
     exit: watch::Receiver<Option<ExitInfo>>,
     reap: Option<oneshot::Sender<()>>,
     /// The run in progress: what identifies its processes. Cleared when its
-    /// status is read or bash ends.
+    /// completion is taken or bash ends.
     run: Option<RunIdentity>,
     /// A command disabled a builtin the wrapper needs: no run is accepted.
     unusable: bool,
@@ -156,6 +161,7 @@ impl LiveShell {
             None => watch::channel(EnvRecord::default()),
         };
         let (io, commands) = mpsc::unbounded_channel();
+        let completions = Completions::default();
         // Not aborted with the actor: a run in progress always gets its report.
         tokio::spawn(io_task(
             ShellChannels {
@@ -166,6 +172,7 @@ impl LiveShell {
             },
             commands,
             myself.clone(),
+            completions.clone(),
             env_tx,
         ));
         let (exit_tx, exit_rx) = watch::channel(None);
@@ -199,6 +206,7 @@ impl LiveShell {
             runs: 0,
             next_fifo: None,
             io,
+            completions,
             env: env_rx,
             env_pending: Some(nonce),
             exit: exit_rx,
@@ -222,6 +230,7 @@ impl LiveShell {
 
     pub(crate) async fn exec(&mut self, request: ExecRequest) {
         tracing::trace!(target: "shellvisor::stage", "shell: exec received");
+        self.take_completion();
         if self.exited.is_some()
             || self.unusable
             || self.killed.is_some()
@@ -285,6 +294,7 @@ impl LiveShell {
         };
         self.env_pending = env_record.then(|| nonce.clone());
         let start = IoCommand::Start(RunIo {
+            run: self.runs,
             nonce,
             fifo,
             sink: request.sink,

@@ -43,15 +43,6 @@ pub enum ShellMsg {
     CheckChildren,
     /// Internal: how many processes other than bash are in the group.
     ChildrenCounted(usize),
-    /// Internal: the current run reported its status and its output was
-    /// drained: the shell is idle. Sent before the run's Job hears of the
-    /// end, so it is handled before any next run's `Exec`.
-    RunCompleted {
-        /// The read end of the run's FIFO, when it reached end-of-file (no
-        /// writer of it is left anywhere): the next run can reuse it instead
-        /// of creating a FIFO.
-        drained_fifo: Option<tokio::net::unix::pipe::Receiver>,
-    },
     /// Internal: the status channel carried something that is not a record
     /// of the run in progress (the I/O task ended the run): give the shell up.
     ChannelBroken,

@@ -23,7 +23,6 @@ use shellvisor_run::AbortOnDrop;
 use shellvisor_run::Escalation;
 use shellvisor_run::KillReason;
 use shellvisor_run::RunEnd;
-use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
 use super::LiveShell;
@@ -49,7 +48,8 @@ const KILL_ALL_DEADLINE: Duration = Duration::from_secs(1);
 
 impl LiveShell {
     /// Whether a run is in progress.
-    pub(crate) fn is_busy(&self) -> bool {
+    pub(crate) fn is_busy(&mut self) -> bool {
+        self.take_completion();
         self.run.is_some()
     }
 
@@ -58,16 +58,25 @@ impl LiveShell {
         self.killed.is_some()
     }
 
-    /// The run's status was read and its output drained: the shell is idle.
-    pub(crate) fn run_completed(&mut self, drained_fifo: Option<pipe::Receiver>) {
-        self.run = None;
-        self.prepare_fifo(drained_fifo);
+    /// Takes the I/O task's word that the run in progress completed (see
+    /// [`crate::completion`]): the shell is idle then, and the run's FIFO is
+    /// prepared for the next run. Called before anything that asks whether
+    /// a run is in progress.
+    pub(crate) fn take_completion(&mut self) {
+        let Some(completed) = self.completions.take() else {
+            return;
+        };
+        if completed.run == self.runs {
+            self.run = None;
+        }
+        self.prepare_fifo(completed.drained_fifo);
     }
 
     /// The runtime kills the current run (its deadline, a cancel): what the
     /// run started, and bash. Nothing happens if the run has completed
     /// already (its report is on its way to the Job).
     pub(crate) async fn kill_run(&mut self, myself: &ActorRef<ShellMsg>, reason: KillReason) {
+        self.take_completion();
         if self.killed.is_some() || self.stopping.is_some() {
             return;
         }
@@ -142,6 +151,7 @@ impl LiveShell {
     /// returns has ended the whole run (at most the grace period later, when
     /// the KILL pass takes what TERM did not).
     pub(crate) fn exited(&mut self, myself: &ActorRef<ShellMsg>, info: ExitInfo) {
+        self.take_completion();
         self.exited = Some(info);
         self.run = None;
         self.status_closed = None;
@@ -234,6 +244,7 @@ impl LiveShell {
         if self.stopping.is_some() {
             return false;
         }
+        self.take_completion();
         if self.run.is_some() || self.run_kill.is_some() {
             myself.send_after(ALONE_CONFIRM, || ShellMsg::CheckChildren);
             return false;
@@ -293,6 +304,7 @@ impl LiveShell {
     /// The I/O task found the status channel broken (and ended the run in
     /// progress): the shell is given up, with the run's processes.
     pub(crate) fn channel_broken(&mut self, myself: &ActorRef<ShellMsg>) {
+        self.take_completion();
         if self.killed.is_some() || self.exited.is_some() {
             return;
         }
