@@ -36,6 +36,39 @@ async fn a_shell_that_closes_its_output_and_status_streams_is_still_served() {
     }
 }
 
+/// The probe that sees a shell wait for input in the middle of a run keeps
+/// one timer from run to run: after a stream of quick runs (which leave it
+/// armed at some point of its period), a command that stops the wrapper
+/// (`set -n`) is still caught by two sightings, not left to its deadline.
+#[tokio::test]
+async fn a_run_that_stops_the_wrapper_after_many_quick_runs_is_caught_by_the_probe() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("probe").await;
+    run(&session, "export KEPT=yes").await;
+    for _ in 0..200 {
+        assert_eq!(run(&session, "true").await.exit_code, Some(0));
+    }
+    let started = Instant::now();
+    let result = run_request(
+        &session,
+        RunRequest::new("set -n; echo never").timeout_secs(60),
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(!result.timed_out, "{}", result.text);
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    assert!(
+        result
+            .notices
+            .iter()
+            .any(|n| n.starts_with("The shell was lost")),
+        "{:?}",
+        result.notices
+    );
+    let next = run(&session, "echo back $KEPT").await;
+    assert_eq!(next.output, "back yes\n", "{}", next.text);
+}
+
 #[tokio::test]
 async fn a_fork_bomb_is_bounded_and_does_not_starve_another_session() {
     let mut config = Config::default();

@@ -116,7 +116,13 @@ pub(crate) async fn io_task(
         names,
     } = channels;
     let mut run: Option<ActiveRun> = None;
-    let mut next_probe = tokio::time::Instant::now() + PROBE_EVERY;
+    // One timer for the probe, kept armed from run to run: a timer made
+    // and dropped per run made tokio wake the thread parked on its driver
+    // for each run (to move its next wake earlier). It fires every
+    // `PROBE_EVERY` while runs go on and is left unarmed once none does.
+    let probe_timer = tokio::time::sleep(PROBE_EVERY);
+    tokio::pin!(probe_timer);
+    let mut probe_armed = false;
     let mut sightings = 0u8;
     // A status record read before its run's `Start` (see below).
     let mut early: Option<StatusRecord> = None;
@@ -143,8 +149,13 @@ pub(crate) async fn io_task(
                         killed: false,
                         names: names.clone(),
                     };
-                    next_probe = tokio::time::Instant::now() + PROBE_EVERY;
+                    // Sightings count for one run; two are at least
+                    // `PROBE_EVERY` apart, whenever the first comes.
                     sightings = 0;
+                    if probe.is_some() && !probe_armed {
+                        probe_timer.as_mut().reset(tokio::time::Instant::now() + PROBE_EVERY);
+                        probe_armed = true;
+                    }
                     // The run may be over already: its record came first.
                     // Nonces are random per run, so a record kept for another
                     // nonce was forged: the channel cannot be trusted.
@@ -249,8 +260,13 @@ pub(crate) async fn io_task(
                 }
             }
             () = shell_output.readable() => shell_output.read_ready(),
-            () = tokio::time::sleep_until(next_probe), if probe.is_some() && run.as_ref().is_some_and(|r| !r.killed) => {
-                next_probe = tokio::time::Instant::now() + PROBE_EVERY;
+            () = &mut probe_timer, if probe_armed => {
+                probe_armed = false;
+                if run.as_ref().is_none_or(|r| r.killed) {
+                    continue;
+                }
+                probe_timer.as_mut().reset(tokio::time::Instant::now() + PROBE_EVERY);
+                probe_armed = true;
                 if probe.as_ref().is_some_and(StdinProbe::awaits_input) {
                     sightings += 1;
                 } else {
