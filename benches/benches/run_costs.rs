@@ -10,7 +10,13 @@
 //!   aborted per run, against the Job's clock kept across runs
 //!   (`LazyTimer`);
 //! - a run's random nonce and job id: `getrandom` per token, against the
-//!   per-thread pool (`random_token`, `JobId::random`).
+//!   per-thread pool (`random_token`, `JobId::random`);
+//! - a run's end told by its I/O task on a two-worker runtime: a message to
+//!   the Shell and one to the Job (two tasks woken at once, so tokio wakes
+//!   the parked worker for one), against the Shell's completion left in a
+//!   cell and the Job's message alone;
+//! - the input probe's timer: a sleep registered per run (and dropped at
+//!   its end), against one kept armed across runs.
 //!
 //! `cargo bench -p shellvisor-benches --bench run_costs`
 
@@ -154,5 +160,122 @@ fn run_tokens(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, output_fifo, run_timers, run_tokens);
+/// A stand-in for a task woken with a message: it forwards each message to
+/// `then` (the Job answers its caller), or drops it (the Shell takes note).
+fn stand_in(
+    then: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+) -> tokio::sync::mpsc::UnboundedSender<()> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    tokio::spawn(async move {
+        while rx.recv().await.is_some() {
+            if let Some(then) = &then {
+                let _ = then.send(());
+            }
+        }
+    });
+    tx
+}
+
+fn run_end_wakes(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("run_end_wakes");
+    for (name, shell_told_by_message) in [
+        ("shell_and_job_sent_messages", true),
+        ("shell_cell_and_job_message", false),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                runtime.block_on(async {
+                    let (answered, mut answers) = tokio::sync::mpsc::unbounded_channel();
+                    let job = stand_in(Some(answered));
+                    let shell = stand_in(None);
+                    let cell = std::sync::Mutex::new(None::<u64>);
+                    let (io, mut ends) = tokio::sync::mpsc::unbounded_channel::<u64>();
+                    // The I/O task: each run's end wakes it, it tells the
+                    // Shell and then the Job (woken last, as `finish` does).
+                    let io_task = tokio::spawn(async move {
+                        while let Some(run) = ends.recv().await {
+                            if shell_told_by_message {
+                                let _ = shell.send(());
+                            } else {
+                                *cell.lock().unwrap() = Some(run);
+                            }
+                            let _ = job.send(());
+                        }
+                    });
+                    // The caller is a task on the runtime, as an agent
+                    // host's is.
+                    let (took, io) = tokio::spawn(async move {
+                        let started = Instant::now();
+                        for run in 0..iters {
+                            io.send(run).unwrap();
+                            answers.recv().await.unwrap();
+                        }
+                        (started.elapsed(), io)
+                    })
+                    .await
+                    .unwrap();
+                    drop(io);
+                    io_task.await.unwrap();
+                    took
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+/// Polls `future` once (registering its timer), whatever it answers.
+async fn poll_once(mut future: std::pin::Pin<&mut tokio::time::Sleep>) {
+    std::future::poll_fn(|cx| {
+        let _ = std::future::Future::poll(future.as_mut(), cx);
+        std::task::Poll::Ready(())
+    })
+    .await;
+}
+
+fn probe_timer(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let every = Duration::from_millis(500);
+    let mut group = c.benchmark_group("probe_timer");
+    group.bench_function("sleep_registered_per_run", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let sleep = tokio::time::sleep(every);
+                tokio::pin!(sleep);
+                // Polled once (registered) as the run's select! does, then
+                // dropped when the run ends.
+                poll_once(sleep.as_mut()).await;
+            })
+        })
+    });
+    group.bench_function("one_sleep_kept_armed", |b| {
+        // Made inside the runtime (a sleep needs its timer driver).
+        let _entered = runtime.enter();
+        let mut kept = Box::pin(tokio::time::sleep(every * 1000));
+        b.iter(|| {
+            runtime.block_on(async {
+                poll_once(kept.as_mut()).await;
+            })
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    output_fifo,
+    run_timers,
+    run_tokens,
+    run_end_wakes,
+    probe_timer
+);
 criterion_main!(benches);
