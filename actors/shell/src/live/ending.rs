@@ -66,9 +66,12 @@ impl LiveShell {
         let Some(completed) = self.completions.take() else {
             return;
         };
-        if completed.run == self.runs {
-            self.run = None;
+        // Every `Exec` takes the completion before its run is numbered, so
+        // one for an earlier run has nothing to say (and its FIFO goes).
+        if completed.run != self.runs {
+            return;
         }
+        self.run = None;
         self.prepare_fifo(completed.drained_fifo);
     }
 
@@ -151,8 +154,10 @@ impl LiveShell {
     /// returns has ended the whole run (at most the grace period later, when
     /// the KILL pass takes what TERM did not).
     pub(crate) fn exited(&mut self, myself: &ActorRef<ShellMsg>, info: ExitInfo) {
-        self.take_completion();
         self.exited = Some(info);
+        // After `exited`: the run is over either way, and no FIFO is
+        // prepared for a shell that is gone.
+        self.take_completion();
         self.run = None;
         self.status_closed = None;
         let end = RunEnd::ShellExited {
