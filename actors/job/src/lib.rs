@@ -6,8 +6,10 @@
 //! to the Shell it was given, enforces the deadline (asking the Shell to kill
 //! its process group, with a watchdog in case the Shell never answers), turns
 //! the Shell's report into a [`RunResult`](shellvisor_protocol::RunResult), and
-//! answers the caller exactly once. It tells its Session the shell is free
-//! *before* answering, so a caller's next call always finds the shell idle.
+//! answers the caller exactly once. A foreground caller's answer goes in
+//! the notice that tells its Session the shell is free, and the Session
+//! sends it ([`CallerAnswer`]), so a caller's next call always finds the
+//! shell idle.
 //! After finishing it stays alive for the retention period so its output can
 //! still be read by offset.
 //!
@@ -39,6 +41,7 @@ pub use actor::Job;
 pub use actor::JobArgs;
 pub use actor::JobStart;
 pub use actor::Runner;
+pub use messages::CallerAnswer;
 pub use messages::JobMsg;
 pub use messages::JobNotice;
 pub use messages::ShellRelease;

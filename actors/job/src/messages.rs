@@ -12,6 +12,8 @@ use shellvisor_protocol::JobId;
 use shellvisor_protocol::JobInfo;
 use shellvisor_protocol::OutputChunk;
 use shellvisor_protocol::Result;
+use shellvisor_protocol::RunOutcome;
+use shellvisor_protocol::RunResult;
 use shellvisor_run::RunNotice;
 
 use crate::actor::JobArgs;
@@ -158,7 +160,35 @@ pub enum JobNotice {
         /// answered, with no watch or limits); `None` when the actor keeps
         /// the job for its retention.
         record: Option<Arc<FinishedRun>>,
+        /// The foreground caller's answer, for the Session to send once it
+        /// has the shell back; `None` when no caller waits.
+        answer: Option<CallerAnswer>,
     },
+}
+
+/// A foreground caller's result, sent by the Session as it takes the run's
+/// shell back. The caller's next call then always finds the shell free,
+/// and the caller is the one task the run's end wakes after the Session:
+/// a Job that woke both its Session and its caller pushed one of them out
+/// of the next-to-run slot of tokio's worker, which woke a parked worker
+/// to take it, once per run.
+#[derive(Debug)]
+pub struct CallerAnswer {
+    reply: RpcReplyPort<Result<RunOutcome>>,
+    result: Arc<RunResult>,
+}
+
+impl CallerAnswer {
+    pub(crate) fn new(reply: RpcReplyPort<Result<RunOutcome>>, result: Arc<RunResult>) -> Self {
+        Self { reply, result }
+    }
+
+    /// Answers the caller (one that left is no error).
+    pub fn send(self) {
+        let outcome = RunOutcome::Completed((*self.result).clone());
+        let _ = self.reply.send(Ok(outcome));
+        tracing::trace!(target: "shellvisor::stage", "caller answered");
+    }
 }
 
 /// The state a Job leaves its shell in.

@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::ActorRef;
+use ractor::MessagingErr;
 use shellvisor_actor_pty::PtyMsg;
 use shellvisor_actor_shell::ExecRequest;
 use shellvisor_actor_shell::ShellMsg;
 use shellvisor_protocol::PtyState;
-use shellvisor_protocol::RunOutcome;
 use shellvisor_protocol::SessionEvent;
 use shellvisor_run::AbortOnDrop;
 use shellvisor_run::KillReason;
@@ -19,6 +19,7 @@ use crate::actor::Caller;
 use crate::actor::JobState;
 use crate::actor::RunnerRef;
 use crate::limits::RunLimitsState;
+use crate::messages::CallerAnswer;
 use crate::messages::JobMsg;
 use crate::messages::JobNotice;
 use crate::record::FinishedRun;
@@ -129,13 +130,31 @@ impl JobState {
         self.answers.waiters.retain(|waiter| !waiter.is_closed());
         let deliver = background && self.answers.waiters.is_empty();
         // The Session must learn the shell (and the terminal slot) is free
-        // before any caller, waiter or not, can send its next request.
-        let _ = self.notify.send_message(JobNotice::Finished {
+        // before any caller, waiter or not, can send its next request: a
+        // foreground caller is answered by the Session itself, as it takes
+        // the shell back (see `CallerAnswer`).
+        let answer = match std::mem::replace(&mut self.caller, Caller::Answered) {
+            Caller::Waiting(reply) => Some(CallerAnswer::new(reply, Arc::clone(&result))),
+            other => {
+                self.caller = other;
+                None
+            }
+        };
+        let notice = JobNotice::Finished {
             job_id: self.job_id.clone(),
             release,
             deliver,
             record,
-        });
+            answer,
+        };
+        if let Err(MessagingErr::SendErr(JobNotice::Finished {
+            answer: Some(answer),
+            ..
+        })) = self.notify.send_message(notice)
+        {
+            // The Session is gone: the caller still gets its result.
+            answer.send();
+        }
         if self.events.receiver_count() > 0 {
             let _ = self.events.send(SessionEvent::JobFinished {
                 job_id: self.job_id.clone(),
@@ -158,13 +177,6 @@ impl JobState {
         self.answers.result = Some(result);
         for waiter in waiters {
             self.answer_wait(myself, waiter);
-        }
-        if matches!(self.caller, Caller::Waiting(_))
-            && let Caller::Waiting(reply) = std::mem::replace(&mut self.caller, Caller::Answered)
-            && let Some(result) = &self.answers.result
-        {
-            let _ = reply.send(Ok(RunOutcome::Completed((**result).clone())));
-            tracing::trace!(target: "shellvisor::stage", "job: replied");
         }
         for killer in self.answers.kill_waiters.drain(..) {
             let _ = killer.send(Ok(()));

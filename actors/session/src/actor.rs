@@ -191,9 +191,10 @@ impl Actor for Session {
                 release,
                 deliver,
                 record,
+                answer,
             }) => {
                 state
-                    .job_finished(&myself, &job_id, release, deliver, record)
+                    .job_finished(&myself, &job_id, release, deliver, record, answer)
                     .await;
             }
             SessionMsg::ExpireRecords => state.expire_records(&myself),

@@ -7,6 +7,7 @@ use ractor::Actor;
 use ractor::ActorRef;
 use ractor::MessagingErr;
 use ractor::RpcReplyPort;
+use shellvisor_actor_job::CallerAnswer;
 use shellvisor_actor_job::FinishedRun;
 use shellvisor_actor_job::Job;
 use shellvisor_actor_job::JobArgs;
@@ -355,15 +356,18 @@ impl SessionState {
         release: ShellRelease,
         deliver: bool,
         record: Option<Arc<FinishedRun>>,
+        answer: Option<CallerAnswer>,
     ) {
         let max = self.args.ctx.config.jobs.max_retained_per_session;
         let Some(evicted) = self.jobs.finish(job_id, max) else {
+            if let Some(answer) = answer {
+                answer.send();
+            }
             return;
         };
         if let Some(record) = record {
             self.keep_record(myself, job_id, record);
         }
-        self.give_back_shell(myself, job_id, Some(release)).await;
         const EVICTED: &str = "evicted: too many finished jobs retained";
         for job in evicted {
             match job {
@@ -372,6 +376,15 @@ impl SessionState {
                     self.drop_record(&record.info().job_id, EVICTED);
                 }
             }
+        }
+        let replace_primary = self.take_back_shell(job_id, Some(&release));
+        // The caller is the last task woken here, so it runs next on this
+        // thread; a shell to replace waits until it has its answer.
+        if let Some(answer) = answer {
+            answer.send();
+        }
+        if replace_primary {
+            self.replace_primary(myself).await;
         }
         if deliver {
             self.jobs.queue_completion(job_id.clone());

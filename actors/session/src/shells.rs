@@ -218,23 +218,45 @@ impl SessionState {
         job_id: &JobId,
         release: Option<ShellRelease>,
     ) {
-        match self.shells.give_back(job_id, release.as_ref()) {
-            Returned::Nothing => {}
+        if self.take_back_shell(job_id, release.as_ref()) {
+            self.replace_primary(myself).await;
+        }
+    }
+
+    /// The part of [`Self::give_back_shell`] that sends nothing and waits
+    /// for nothing: returns whether the primary shell was lost and must be
+    /// replaced ([`Self::replace_primary`]).
+    pub(crate) fn take_back_shell(
+        &mut self,
+        job_id: &JobId,
+        release: Option<&ShellRelease>,
+    ) -> bool {
+        match self.shells.give_back(job_id, release) {
+            Returned::Nothing => false,
             Returned::PrimaryKept { stale_standby } => {
                 self.standby.withdraw();
                 if let Some(standby) = stale_standby {
                     stop(&standby);
                 }
+                false
             }
             Returned::PrimaryLost(shell) => {
                 // Processes earlier runs left running in it (`server &`)
                 // live on until they end or the session closes.
                 self.release(&shell);
-                if let Err(err) = self.start_primary(myself).await {
-                    tracing::warn!(session = %self.args.id, %err, "could not replace the shell");
-                }
+                true
             }
-            Returned::Release(shell) => self.release(&shell),
+            Returned::Release(shell) => {
+                self.release(&shell);
+                false
+            }
+        }
+    }
+
+    /// Starts a new primary shell in place of a lost one.
+    pub(crate) async fn replace_primary(&mut self, myself: &ActorRef<SessionMsg>) {
+        if let Err(err) = self.start_primary(myself).await {
+            tracing::warn!(session = %self.args.id, %err, "could not replace the shell");
         }
     }
 
@@ -254,9 +276,7 @@ impl SessionState {
             BashEnded::IdlePrimary(_) if killed => {
                 // The runtime gave it up (a broken channel): replace it, not
                 // charged to the restart budget.
-                if let Err(err) = self.start_primary(myself).await {
-                    tracing::warn!(session = %self.args.id, %err, "could not replace the shell");
-                }
+                self.replace_primary(myself).await;
             }
             BashEnded::IdlePrimary(_) => {
                 // Its actor stays for processes its commands left running.
