@@ -15,6 +15,9 @@
 //!   the Shell and one to the Job (two tasks woken at once, so tokio wakes
 //!   the parked worker for one), against the Shell's completion left in a
 //!   cell and the Job's message alone;
+//! - a run's end told to the Session and answered to the caller on a
+//!   two-worker runtime: both by the Job, against the Session answering
+//!   the caller as it learns of the end (`CallerAnswer`);
 //! - the input probe's timer: a sleep registered per run (and dropped at
 //!   its end), against one kept armed across runs.
 //!
@@ -161,14 +164,15 @@ fn run_tokens(c: &mut Criterion) {
 }
 
 /// A stand-in for a task woken with a message: it forwards each message to
-/// `then` (the Job answers its caller), or drops it (the Shell takes note).
+/// each of `then` in turn (the Job answers its caller), or to none (the
+/// Shell takes note).
 fn stand_in(
-    then: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+    then: Vec<tokio::sync::mpsc::UnboundedSender<()>>,
 ) -> tokio::sync::mpsc::UnboundedSender<()> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     tokio::spawn(async move {
         while rx.recv().await.is_some() {
-            if let Some(then) = &then {
+            for then in &then {
                 let _ = then.send(());
             }
         }
@@ -191,8 +195,8 @@ fn run_end_wakes(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 runtime.block_on(async {
                     let (answered, mut answers) = tokio::sync::mpsc::unbounded_channel();
-                    let job = stand_in(Some(answered));
-                    let shell = stand_in(None);
+                    let job = stand_in(vec![answered]);
+                    let shell = stand_in(Vec::new());
                     let cell = std::sync::Mutex::new(None::<u64>);
                     let (io, mut ends) = tokio::sync::mpsc::unbounded_channel::<u64>();
                     // The I/O task: each run's end wakes it, it tells the
@@ -221,6 +225,51 @@ fn run_end_wakes(c: &mut Criterion) {
                     .unwrap();
                     drop(io);
                     io_task.await.unwrap();
+                    took
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+/// A caller's round trip through an I/O task and a Job on a two-worker
+/// runtime, the run's end told to the Session and answered to the caller:
+/// by the Job, to both (two tasks woken at once, so tokio wakes the parked
+/// worker for one), against the Job telling the Session, which answers the
+/// caller (`CallerAnswer`).
+fn job_answer(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("job_answer");
+    for (name, session_answers) in [
+        ("job_tells_session_and_answers_caller", false),
+        ("session_answers_caller", true),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                runtime.block_on(async {
+                    let (answered, mut answers) = tokio::sync::mpsc::unbounded_channel();
+                    let job = if session_answers {
+                        stand_in(vec![stand_in(vec![answered])])
+                    } else {
+                        stand_in(vec![stand_in(Vec::new()), answered])
+                    };
+                    let io = stand_in(vec![job]);
+                    let (took, io) = tokio::spawn(async move {
+                        let started = Instant::now();
+                        for _ in 0..iters {
+                            io.send(()).unwrap();
+                            answers.recv().await.unwrap();
+                        }
+                        (started.elapsed(), io)
+                    })
+                    .await
+                    .unwrap();
+                    drop(io);
                     took
                 })
             })
@@ -276,6 +325,7 @@ criterion_group!(
     run_timers,
     run_tokens,
     run_end_wakes,
+    job_answer,
     probe_timer
 );
 criterion_main!(benches);
