@@ -163,6 +163,15 @@ fn run_tokens(c: &mut Criterion) {
     group.finish();
 }
 
+/// A multi-thread runtime with two workers, as on this 2-core machine.
+fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// A stand-in for a task woken with a message: it forwards each message to
 /// each of `then` in turn (the Job answers its caller), or to none (the
 /// Shell takes note).
@@ -181,11 +190,7 @@ fn stand_in(
 }
 
 fn run_end_wakes(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_workers();
     let mut group = c.benchmark_group("run_end_wakes");
     for (name, shell_told_by_message) in [
         ("shell_and_job_sent_messages", true),
@@ -239,11 +244,7 @@ fn run_end_wakes(c: &mut Criterion) {
 /// worker for one), against the Job telling the Session, which answers the
 /// caller (`CallerAnswer`).
 fn job_answer(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_workers();
     let mut group = c.benchmark_group("job_answer");
     for (name, session_answers) in [
         ("job_tells_session_and_answers_caller", false),
@@ -288,11 +289,7 @@ async fn poll_once(mut future: std::pin::Pin<&mut tokio::time::Sleep>) {
 }
 
 fn probe_timer(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_workers();
     let every = Duration::from_millis(500);
     let mut group = c.benchmark_group("probe_timer");
     group.bench_function("sleep_registered_per_run", |b| {
