@@ -33,12 +33,8 @@ pub(crate) async fn serve(config: Config, args: ServeArgs) -> anyhow::Result<Exi
             shutdown_on_eof: true,
             kill_runs_on_eof: false,
         };
-        let served = shellvisor_jsonrpc::serve(
-            runtime.clone(),
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            options,
-        );
+        let (stdin, stdout) = shellvisor_jsonrpc::stdio();
+        let served = shellvisor_jsonrpc::serve(runtime.clone(), stdin, stdout, options);
         let outcome = crate::until_signalled(served).await;
         runtime.shutdown().await;
         return match outcome? {

@@ -19,7 +19,9 @@ mod envelope;
 pub mod framing;
 mod methods;
 mod server;
+pub mod stdio;
 
 pub use methods::schema;
 pub use server::ServeOptions;
 pub use server::serve;
+pub use stdio::stdio;

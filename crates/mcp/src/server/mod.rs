@@ -135,12 +135,13 @@ impl Drop for OwnedSession {
 }
 
 /// Serves MCP on stdin/stdout until the client closes the connection, then
-/// shuts `runtime` down.
+/// shuts `runtime` down. stdin and stdout are driven by the reactor where
+/// they are pipes or sockets ([`shellvisor_jsonrpc::stdio`]).
 ///
 /// # Errors
 /// When the connection cannot be set up or fails.
 pub async fn serve_stdio(runtime: Runtime, options: McpOptions) -> std::io::Result<()> {
-    serve(runtime, options, (tokio::io::stdin(), tokio::io::stdout())).await
+    serve(runtime, options, shellvisor_jsonrpc::stdio()).await
 }
 
 /// Serves MCP on any byte stream pair (stdio, a socket, an in-memory pipe)

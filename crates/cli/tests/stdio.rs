@@ -1,0 +1,238 @@
+//! `shellvisor serve` and `shellvisor mcp` on every kind of stdio a host
+//! gives them: pipes (Python, Rust), a socket pair (Node.js), a regular
+//! file; the inherited descriptions keep their flags.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::BufRead;
+use std::io::BufReader;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::process::Child;
+use std::process::Command;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use serde_json::json;
+
+/// `O_NONBLOCK` in the octal `flags:` line of `/proc/PID/fdinfo/FD`.
+const O_NONBLOCK: u32 = 0o4000;
+/// Generous bound on a server's exit once its input ends.
+const EXIT_DEADLINE: Duration = Duration::from_secs(30);
+
+fn shellvisor(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shellvisor"));
+    command
+        .args(args)
+        .env_remove("SHELLVISOR_CONFIG")
+        .env("SHELLVISOR_LOG", "off")
+        .stderr(Stdio::null());
+    command
+}
+
+fn run_request(id: u64, command: &str) -> String {
+    let request = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "run",
+        "params": {"session_id": "s", "request": {"command": command, "timeout": 30}},
+    });
+    format!("{request}\n")
+}
+
+/// The flags of the child's descriptor `fd`, as `/proc` shows them.
+fn flags(child: &Child, fd: u32) -> u32 {
+    let info = std::fs::read_to_string(format!("/proc/{}/fdinfo/{fd}", child.id())).unwrap();
+    let line = info.lines().find_map(|l| l.strip_prefix("flags:")).unwrap();
+    u32::from_str_radix(line.trim(), 8).unwrap()
+}
+
+/// The child's descriptors other than `fd` that name what `fd` names.
+fn others_naming(child: &Child, fd: u32) -> Vec<u32> {
+    let dir = format!("/proc/{}/fd", child.id());
+    let target = std::fs::read_link(format!("{dir}/{fd}")).unwrap();
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let n: u32 = entry.file_name().to_str()?.parse().ok()?;
+            (n != fd && std::fs::read_link(entry.path()).ok()? == target).then_some(n)
+        })
+        .collect()
+}
+
+fn wait_exit(child: &mut Child) {
+    let deadline = std::time::Instant::now() + EXIT_DEADLINE;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "the server exited with {status}");
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Answers by id, read until `count` have come.
+fn read_answers(reader: &mut impl BufRead, count: usize) -> Vec<Value> {
+    let mut answers = Vec::new();
+    let mut line = String::new();
+    while answers.len() < count {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the server closed its output early"
+        );
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message.get("id").is_some() {
+            answers.push(message);
+        }
+    }
+    answers.sort_by_key(|a| a["id"].as_u64());
+    answers
+}
+
+/// A burst of answers far over a pipe's 64 KiB buffer, written while the
+/// client is not reading yet: the server's writes meet a full pipe (or
+/// socket) and must wait for room, losing and reordering nothing.
+fn burst_round_trips(mut input: impl Write, mut output: impl BufRead) {
+    const REQUESTS: u64 = 24;
+    const LINES: usize = 500;
+    // 61 bytes a line, 30.5 KB a run: under the answer's own limits.
+    let line = |id: u64| ((b'a' + (id % 26) as u8) as char).to_string().repeat(60);
+    let mut requests = String::new();
+    for id in 1..=REQUESTS {
+        requests.push_str(&run_request(
+            id,
+            &format!("yes {} | head -n {LINES}", line(id)),
+        ));
+    }
+    input.write_all(requests.as_bytes()).unwrap();
+    input.flush().unwrap();
+    let answers = read_answers(&mut output, REQUESTS as usize);
+    for (answer, id) in answers.iter().zip(1..=REQUESTS) {
+        assert_eq!(answer["id"], id, "{answer}");
+        let result = &answer["result"];
+        assert_eq!(result["exit_code"], 0, "{answer}");
+        let expected = format!("{}\n", line(id)).repeat(LINES);
+        assert!(result["output"] == expected.as_str(), "run {id}: {result}");
+    }
+}
+
+#[test]
+fn serve_on_pipes_reads_and_writes_through_its_own_descriptions() {
+    let mut child = shellvisor(&["serve"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    input
+        .write_all(run_request(0, "echo warm").as_bytes())
+        .unwrap();
+    let first = read_answers(&mut output, 1);
+    assert_eq!(first[0]["result"]["output"], "warm\n", "{first:?}");
+
+    // The inherited descriptions stay blocking; the server reads and writes
+    // through descriptions of its own of the same pipes, non-blocking.
+    for fd in [0, 1] {
+        assert_eq!(
+            flags(&child, fd) & O_NONBLOCK,
+            0,
+            "fd {fd} was made non-blocking"
+        );
+        let own = others_naming(&child, fd);
+        assert!(
+            own.iter().any(|&n| flags(&child, n) & O_NONBLOCK != 0),
+            "no non-blocking description of fd {fd}'s pipe among {own:?}"
+        );
+    }
+
+    burst_round_trips(&mut input, &mut output);
+    drop(input);
+    wait_exit(&mut child);
+}
+
+#[test]
+fn serve_on_a_socket_pair_answers_a_burst_without_loss() {
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let theirs_out = OwnedFd::from(theirs.try_clone().unwrap());
+    let mut child = shellvisor(&["serve"])
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::from(theirs_out))
+        .spawn()
+        .unwrap();
+    let mut output = BufReader::new(ours.try_clone().unwrap());
+    let mut input = ours;
+    burst_round_trips(&mut input, &mut output);
+    // The socket the host shares with the server keeps its flags.
+    assert_eq!(flags(&child, 0) & O_NONBLOCK, 0);
+    input.shutdown(std::net::Shutdown::Write).unwrap();
+    wait_exit(&mut child);
+}
+
+#[test]
+fn serve_reads_requests_from_a_regular_file() {
+    let dir = std::env::temp_dir().join(format!("shellvisor-stdio-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("requests.jsonl");
+    let requests: String = (1..=5)
+        .map(|id| run_request(id, &format!("echo {id}")))
+        .collect();
+    std::fs::write(&path, requests).unwrap();
+    let output = shellvisor(&["serve"])
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(output.status.success(), "{}", output.status);
+    let answers = read_answers(&mut output.stdout.as_slice(), 5);
+    for (answer, id) in answers.iter().zip(1..) {
+        assert_eq!(answer["result"]["output"], format!("{id}\n"), "{answer}");
+    }
+}
+
+#[test]
+fn mcp_on_a_socket_pair_initializes_and_runs_a_command() {
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let theirs_out = OwnedFd::from(theirs.try_clone().unwrap());
+    let mut child = shellvisor(&["mcp"])
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::from(theirs_out))
+        .spawn()
+        .unwrap();
+    let mut output = BufReader::new(ours.try_clone().unwrap());
+    let mut input = ours;
+    let mut send = |message: Value| {
+        input.write_all(format!("{message}\n").as_bytes()).unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "stdio-test", "version": "0"},
+        }}),
+    );
+    let init = read_answers(&mut output, 1);
+    assert!(init[0]["result"]["serverInfo"].is_object(), "{init:?}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "bash",
+            "arguments": {"command": "echo over-a-socket"},
+        }}),
+    );
+    let call = read_answers(&mut output, 1);
+    let text = call[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("over-a-socket"), "{call:?}");
+    input.shutdown(std::net::Shutdown::Write).unwrap();
+    wait_exit(&mut child);
+}
