@@ -1,0 +1,139 @@
+//! A stdio server's transport alone: one line written to a pipe and its echo
+//! read back from another, from a task on a two-worker runtime (the
+//! binary's shape), three ways in one run:
+//! - `bare_threads`: a blocking thread at both ends (the floor);
+//! - `blocking_pool`: each read and write handed to tokio's blocking pool,
+//!   as `tokio::io::stdin()`/`stdout()` do (the servers' transport before
+//!   `shellvisor_jsonrpc::stdio`);
+//! - `reactor`: non-blocking pipes driven by epoll, as `stdio()` gives them.
+//!
+//! `cargo bench -p shellvisor-benches --bench stdio_transport`
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::BufRead;
+use std::io::BufReader;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::time::Duration;
+use std::time::Instant;
+
+use criterion::Criterion;
+use criterion::criterion_group;
+use criterion::criterion_main;
+use tokio::io::AsyncBufReadExt;
+use tokio::io::AsyncRead;
+use tokio::io::AsyncWrite;
+use tokio::io::AsyncWriteExt;
+
+/// A request-sized line.
+const LINE: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"runtime.info\"}\n";
+
+/// A thread that echoes every line from `input` to `output` until EOF.
+fn echo(input: OwnedFd, output: OwnedFd) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut input = BufReader::new(std::fs::File::from(input));
+        let mut output = std::fs::File::from(output);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if input.read_until(b'\n', &mut line).unwrap() == 0 {
+                return;
+            }
+            output.write_all(&line).unwrap();
+        }
+    })
+}
+
+/// The client's ends: where it writes requests, where it reads echoes.
+fn pipes() -> (OwnedFd, OwnedFd, std::thread::JoinHandle<()>) {
+    let (to_echo_read, to_echo_write) = pipe_pair();
+    let (from_echo_read, from_echo_write) = pipe_pair();
+    let thread = echo(to_echo_read, from_echo_write);
+    (to_echo_write, from_echo_read, thread)
+}
+
+fn pipe_pair() -> (OwnedFd, OwnedFd) {
+    let (read, write) = std::io::pipe().unwrap();
+    (read.into(), write.into())
+}
+
+async fn round_trips<W, R>(mut writer: W, reader: R, iters: u64) -> Duration
+where
+    W: AsyncWrite + Unpin,
+    R: AsyncRead + Unpin,
+{
+    let mut reader = tokio::io::BufReader::new(reader);
+    let mut line = Vec::new();
+    let start = Instant::now();
+    for _ in 0..iters {
+        writer.write_all(LINE).await.unwrap();
+        writer.flush().await.unwrap();
+        line.clear();
+        assert!(reader.read_until(b'\n', &mut line).await.unwrap() > 0);
+    }
+    start.elapsed()
+}
+
+fn stdio_transport(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("stdio_transport");
+    group.bench_function("bare_threads", |b| {
+        b.iter_custom(|iters| {
+            let (requests, echoes, thread) = pipes();
+            let mut writer = std::fs::File::from(requests);
+            let mut reader = BufReader::new(std::fs::File::from(echoes));
+            let mut line = Vec::new();
+            let start = Instant::now();
+            for _ in 0..iters {
+                writer.write_all(LINE).unwrap();
+                line.clear();
+                assert!(reader.read_until(b'\n', &mut line).unwrap() > 0);
+            }
+            let elapsed = start.elapsed();
+            drop(writer);
+            thread.join().unwrap();
+            elapsed
+        });
+    });
+    group.bench_function("blocking_pool", |b| {
+        b.iter_custom(|iters| {
+            let (requests, echoes, thread) = pipes();
+            let elapsed = runtime.block_on(async {
+                tokio::spawn(async move {
+                    let writer = tokio::fs::File::from_std(std::fs::File::from(requests));
+                    let reader = tokio::fs::File::from_std(std::fs::File::from(echoes));
+                    round_trips(writer, reader, iters).await
+                })
+                .await
+                .unwrap()
+            });
+            thread.join().unwrap();
+            elapsed
+        });
+    });
+    group.bench_function("reactor", |b| {
+        b.iter_custom(|iters| {
+            let (requests, echoes, thread) = pipes();
+            let elapsed = runtime.block_on(async {
+                tokio::spawn(async move {
+                    let writer = tokio::net::unix::pipe::Sender::from_owned_fd(requests).unwrap();
+                    let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(echoes).unwrap();
+                    round_trips(writer, reader, iters).await
+                })
+                .await
+                .unwrap()
+            });
+            thread.join().unwrap();
+            elapsed
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, stdio_transport);
+criterion_main!(benches);
