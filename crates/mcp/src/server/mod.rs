@@ -136,7 +136,7 @@ impl Drop for OwnedSession {
 
 /// Serves MCP on stdin/stdout until the client closes the connection, then
 /// shuts `runtime` down. stdin and stdout are driven by the reactor where
-/// they are pipes or sockets ([`shellvisor_jsonrpc::stdio`]).
+/// they are pipes or sockets ([`shellvisor_jsonrpc::stdio()`]).
 ///
 /// # Errors
 /// When the connection cannot be set up or fails.
