@@ -75,6 +75,31 @@ where
     start.elapsed()
 }
 
+/// `iters` round trips from a task of `runtime`, through the streams `open`
+/// makes of the request and echo pipes there (inside the runtime, which
+/// registering with the reactor needs).
+fn on_a_task<W, R>(
+    runtime: &tokio::runtime::Runtime,
+    iters: u64,
+    open: fn(OwnedFd, OwnedFd) -> (W, R),
+) -> Duration
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let (requests, echoes, thread) = pipes();
+    let elapsed = runtime.block_on(async {
+        tokio::spawn(async move {
+            let (writer, reader) = open(requests, echoes);
+            round_trips(writer, reader, iters).await
+        })
+        .await
+        .unwrap()
+    });
+    thread.join().unwrap();
+    elapsed
+}
+
 fn stdio_transport(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -102,34 +127,22 @@ fn stdio_transport(c: &mut Criterion) {
     });
     group.bench_function("blocking_pool", |b| {
         b.iter_custom(|iters| {
-            let (requests, echoes, thread) = pipes();
-            let elapsed = runtime.block_on(async {
-                tokio::spawn(async move {
-                    let writer = tokio::fs::File::from_std(std::fs::File::from(requests));
-                    let reader = tokio::fs::File::from_std(std::fs::File::from(echoes));
-                    round_trips(writer, reader, iters).await
-                })
-                .await
-                .unwrap()
-            });
-            thread.join().unwrap();
-            elapsed
+            on_a_task(&runtime, iters, |requests, echoes| {
+                (
+                    tokio::fs::File::from_std(std::fs::File::from(requests)),
+                    tokio::fs::File::from_std(std::fs::File::from(echoes)),
+                )
+            })
         });
     });
     group.bench_function("reactor", |b| {
         b.iter_custom(|iters| {
-            let (requests, echoes, thread) = pipes();
-            let elapsed = runtime.block_on(async {
-                tokio::spawn(async move {
-                    let writer = tokio::net::unix::pipe::Sender::from_owned_fd(requests).unwrap();
-                    let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(echoes).unwrap();
-                    round_trips(writer, reader, iters).await
-                })
-                .await
-                .unwrap()
-            });
-            thread.join().unwrap();
-            elapsed
+            on_a_task(&runtime, iters, |requests, echoes| {
+                (
+                    tokio::net::unix::pipe::Sender::from_owned_fd(requests).unwrap(),
+                    tokio::net::unix::pipe::Receiver::from_owned_fd(echoes).unwrap(),
+                )
+            })
         });
     });
     group.finish();

@@ -159,17 +159,23 @@ fn serve_on_pipes_reads_and_writes_through_its_own_descriptions() {
     wait_exit(&mut child);
 }
 
-#[test]
-fn serve_on_a_socket_pair_answers_a_burst_without_loss() {
+/// `shellvisor <server>` with stdin and stdout on one end of a socket pair,
+/// as Node.js starts its children; the other end, to write and to read.
+fn on_a_socket_pair(server: &str) -> (Child, UnixStream, BufReader<UnixStream>) {
     let (ours, theirs) = UnixStream::pair().unwrap();
     let theirs_out = OwnedFd::from(theirs.try_clone().unwrap());
-    let mut child = shellvisor(&["serve"])
+    let child = shellvisor(&[server])
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::from(theirs_out))
         .spawn()
         .unwrap();
-    let mut output = BufReader::new(ours.try_clone().unwrap());
-    let mut input = ours;
+    let output = BufReader::new(ours.try_clone().unwrap());
+    (child, ours, output)
+}
+
+#[test]
+fn serve_on_a_socket_pair_answers_a_burst_without_loss() {
+    let (mut child, mut input, mut output) = on_a_socket_pair("serve");
     burst_round_trips(&mut input, &mut output);
     // The socket the host shares with the server keeps its flags.
     assert_eq!(flags(&child, 0) & O_NONBLOCK, 0);
@@ -200,15 +206,7 @@ fn serve_reads_requests_from_a_regular_file() {
 
 #[test]
 fn mcp_on_a_socket_pair_initializes_and_runs_a_command() {
-    let (ours, theirs) = UnixStream::pair().unwrap();
-    let theirs_out = OwnedFd::from(theirs.try_clone().unwrap());
-    let mut child = shellvisor(&["mcp"])
-        .stdin(Stdio::from(OwnedFd::from(theirs)))
-        .stdout(Stdio::from(theirs_out))
-        .spawn()
-        .unwrap();
-    let mut output = BufReader::new(ours.try_clone().unwrap());
-    let mut input = ours;
+    let (mut child, mut input, mut output) = on_a_socket_pair("mcp");
     let mut send = |message: Value| {
         input.write_all(format!("{message}\n").as_bytes()).unwrap();
     };
