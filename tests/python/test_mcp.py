@@ -525,6 +525,10 @@ async def scenario_artifacts_and_jobs_are_resources(session: ClientSession) -> N
     await resource_updated(uri)
     state = json.loads((await session.read_resource(uri)).contents[0].text)
     assert state["state"] == "completed" and state["output_tail"] == "finished\n", state
+    # A job that ended before the subscription is told at once.
+    ended = f"job://{sid}/{lines.structured_content['job_id']}"
+    await session.subscribe_resource(ended)
+    await resource_updated(ended, within=5)
     # Unknown resources are refused clearly.
     for bad in ["artifact://job_nope", "job://nope", "file:///etc/passwd"]:
         try:

@@ -50,6 +50,7 @@ use serde::de::DeserializeOwned;
 use shellvisor::BackgroundReason;
 use shellvisor::JobId;
 use shellvisor::JobQuery;
+use shellvisor::JobStatus;
 use shellvisor::RunOutcome;
 use shellvisor::RunResult;
 use shellvisor::Runtime;
@@ -789,12 +790,24 @@ impl ServerHandler for ShellServer {
             .session(session_id.as_str())
             .await
             .map_err(|err| resource_error(&err))?;
+        let job_id = JobId::new(job_id.clone());
         session
-            .job(&JobId::new(job_id.clone()))
+            .job(&job_id)
             .await
             .map_err(|err| resource_error(&err))?;
+        let uri = request.uri.clone();
         self.subscriptions
             .add(request.uri, session_id, &session, &context.peer);
+        // A job that ended before the watcher listened will send no event:
+        // asked again now that it listens, an ended job is told at once (a
+        // job ending in between may be told twice, which is harmless).
+        let ended = session
+            .job(&job_id)
+            .await
+            .is_ok_and(|info| info.state != JobStatus::Running);
+        if ended {
+            subscriptions::tell(&context.peer, uri).await;
+        }
         Ok(())
     }
 

@@ -123,7 +123,7 @@ async fn watch(
 }
 
 /// Sends one update; `false` once the client is gone.
-async fn tell(peer: &Peer<RoleServer>, uri: String) -> bool {
+pub(super) async fn tell(peer: &Peer<RoleServer>, uri: String) -> bool {
     peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
         .await
         .is_ok()
