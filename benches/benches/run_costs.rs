@@ -5,7 +5,10 @@
 //!   reused (`OutputFifo::reuse`: a new keep-alive, a fresh tokio
 //!   registration) against both ends closed and opened again, and against a
 //!   FIFO made anew; each cycle includes a writer opening and closing it, as
-//!   bash does, and the read of end-of-file;
+//!   bash does, and the read of end-of-file. And the part of a cycle left
+//!   on the caller's path with two FIFOs used in turn (`FifoPair`: the
+//!   ready one taken after an `lstat`; the other made ready while bash
+//!   runs, timed apart), with the pair's whole cycle;
 //! - a run's deadline and auto-background: two ractor timers spawned and
 //!   aborted per run, against the Job's clock kept across runs
 //!   (`LazyTimer`);
@@ -26,6 +29,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Duration;
@@ -37,6 +41,7 @@ use criterion::criterion_main;
 use ractor::Actor;
 use ractor::ActorProcessingErr;
 use ractor::ActorRef;
+use shellvisor_process::FifoPair;
 use shellvisor_process::OutputFifo;
 use shellvisor_process::read_now;
 use shellvisor_protocol::JobId;
@@ -48,25 +53,27 @@ use tokio::net::unix::pipe;
 /// One run's use of the FIFO: the command opens it, (writes nothing,)
 /// closes it; the keep-alive goes and end-of-file is read.
 fn run_through(path: &Path, fifo: OutputFifo) -> pipe::Receiver {
+    drain(path, fifo.receiver, fifo.keepalive)
+}
+
+/// [`run_through`] for a read end and a keep-alive.
+fn drain(path: &Path, receiver: pipe::Receiver, keepalive: OwnedFd) -> pipe::Receiver {
     drop(std::fs::OpenOptions::new().write(true).open(path).unwrap());
-    drop(fifo.keepalive);
+    drop(keepalive);
     let mut buf = [0u8; 64];
-    assert_eq!(read_now(&fifo.receiver, &mut buf).unwrap(), 0);
-    fifo.receiver
+    assert_eq!(read_now(&receiver, &mut buf).unwrap(), 0);
+    receiver
 }
 
 /// Both ends opened on the FIFO at `path`, as before the read end was kept.
-fn open_both(path: &Path) -> OutputFifo {
+fn open_both(path: &Path) -> (pipe::Receiver, OwnedFd) {
     let receiver = pipe::OpenOptions::new().open_receiver(path).unwrap();
     let keepalive = std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .unwrap();
-    OutputFifo {
-        receiver,
-        keepalive: keepalive.into(),
-    }
+    (receiver, keepalive.into())
 }
 
 fn output_fifo(c: &mut Criterion) {
@@ -85,16 +92,50 @@ fn output_fifo(c: &mut Criterion) {
             fifo = Some(OutputFifo::reuse(receiver, &path).unwrap());
         })
     });
+    drop(fifo);
+    let mut ends = Some(open_both(&path));
     group.bench_function("both_ends_reopened", |b| {
         b.iter(|| {
-            drop(run_through(&path, fifo.take().unwrap()));
-            fifo = Some(open_both(&path));
+            let (receiver, keepalive) = ends.take().unwrap();
+            drop(drain(&path, receiver, keepalive));
+            ends = Some(open_both(&path));
         })
     });
+    drop(ends);
+    let mut fifo = Some(OutputFifo::create(&path).unwrap());
     group.bench_function("fifo_made_anew", |b| {
         b.iter(|| {
             drop(run_through(&path, fifo.take().unwrap()));
             fifo = Some(OutputFifo::create(&path).unwrap());
+        })
+    });
+    drop(fifo);
+    let pair_dir = tempfile::tempdir().unwrap();
+    let mut pair = FifoPair::new(pair_dir.path());
+    pair.prepare().unwrap();
+    group.bench_function("pair_on_the_callers_path", |b| {
+        b.iter_custom(|iters| {
+            let mut on_path = Duration::ZERO;
+            for _ in 0..iters {
+                let started = Instant::now();
+                let fifo = pair.take().unwrap();
+                on_path += started.elapsed();
+                // While bash runs the command.
+                pair.prepare().unwrap();
+                let started = Instant::now();
+                let receiver = run_through(pair.taken_path(), fifo);
+                pair.give_back(receiver);
+                on_path += started.elapsed();
+            }
+            on_path
+        })
+    });
+    group.bench_function("pair_whole_cycle", |b| {
+        b.iter(|| {
+            let fifo = pair.take().unwrap();
+            pair.prepare().unwrap();
+            let receiver = run_through(pair.taken_path(), fifo);
+            pair.give_back(receiver);
         })
     });
     group.finish();

@@ -12,8 +12,8 @@ use shellvisor_process::ChildProcess;
 use shellvisor_process::CommandWriter;
 use shellvisor_process::EnvRecord;
 use shellvisor_process::ExitInfo;
+use shellvisor_process::FifoPair;
 use shellvisor_process::GroupGuard;
-use shellvisor_process::OutputFifo;
 use shellvisor_process::PrivateDir;
 use shellvisor_process::RunIdentity;
 use shellvisor_process::RunStart;
@@ -37,7 +37,6 @@ use shellvisor_run::RunNotice;
 use shellvisor_run::RunReport;
 use shellvisor_run::SessionInit;
 use shellvisor_run::Timer;
-use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio::sync::watch;
@@ -78,7 +77,8 @@ pub(crate) struct LiveShell {
     shell_id: String,
     /// The number of the last run started (the one in progress, if any).
     runs: u64,
-    next_fifo: Option<OutputFifo>,
+    /// The runs' output FIFOs: one is made ready while bash runs the other's run.
+    fifos: FifoPair,
     io: mpsc::UnboundedSender<IoCommand>,
     /// Where the I/O task leaves a run's completion (read by
     /// [`LiveShell::take_completion`]).
@@ -204,7 +204,7 @@ impl LiveShell {
             writer,
             shell_id,
             runs: 0,
-            next_fifo: None,
+            fifos: FifoPair::new(dir.path()),
             io,
             completions,
             env: env_rx,
@@ -224,7 +224,7 @@ impl LiveShell {
             _watch_task: AbortOnDrop(watch_task),
             _dir: dir,
         };
-        live.prepare_fifo(None);
+        live.prepare_fifo();
         Ok(live)
     }
 
@@ -261,18 +261,30 @@ impl LiveShell {
             }
         };
         let marker = format!("{}.{}", self.shell_id, self.runs);
-        let written = self.files.write_run(&RunText {
-            nonce: &nonce,
-            marker: &marker,
-            command: &request.command,
-            cwd: request.cwd.as_deref(),
-            env: &request.env,
-            env_record,
-            confinement: request.confinement.as_ref().map(|confinement| Confinement {
-                procs: &confinement.procs,
-                address_space_kib: confinement.address_space_kib,
-            }),
-        });
+        let fifo = match self.fifos.take() {
+            Ok(fifo) => fifo,
+            Err(err) => {
+                return refuse(
+                    &request.reply_to,
+                    &format!("could not create the output pipe: {err}"),
+                );
+            }
+        };
+        let written = self.files.write_run(
+            &RunText {
+                nonce: &nonce,
+                marker: &marker,
+                command: &request.command,
+                cwd: request.cwd.as_deref(),
+                env: &request.env,
+                env_record,
+                confinement: request.confinement.as_ref().map(|confinement| Confinement {
+                    procs: &confinement.procs,
+                    address_space_kib: confinement.address_space_kib,
+                }),
+            },
+            self.fifos.taken_path(),
+        );
         if let Err(err) = written {
             return refuse(
                 &request.reply_to,
@@ -280,18 +292,6 @@ impl LiveShell {
             );
         }
         tracing::trace!(target: "shellvisor::stage", "shell: files written");
-        let fifo = match self.next_fifo.take() {
-            Some(fifo) => fifo,
-            None => match OutputFifo::create(self.files.fifo_path()) {
-                Ok(fifo) => fifo,
-                Err(err) => {
-                    return refuse(
-                        &request.reply_to,
-                        &format!("could not create the output pipe: {err}"),
-                    );
-                }
-            },
-        };
         self.env_pending = env_record.then(|| nonce.clone());
         let start = IoCommand::Start(RunIo {
             run: self.runs,
@@ -316,6 +316,9 @@ impl LiveShell {
             // The shell is gone; its exit is reported by the watcher.
             tracing::debug!(%err, "writing to the shell failed");
         }
+        // While bash runs this command, the other FIFO is made ready for the
+        // next run.
+        self.prepare_fifo();
     }
 
     /// Whether `command` may change the exported environment, judged with the
@@ -358,25 +361,14 @@ impl LiveShell {
         (!disabled.is_empty()).then(|| disabled.join(", "))
     }
 
-    /// Prepares the next run's output FIFO while the shell is idle, off the
-    /// next caller's path: the last one again when its read end comes back
-    /// `drained` (its run's output reached end-of-file: no writer is left), a
-    /// new one otherwise (a `&` child still writes to the last one). A
-    /// failure is retried when the run starts.
-    fn prepare_fifo(&mut self, drained: Option<pipe::Receiver>) {
-        if self.next_fifo.is_some() || self.exited.is_some() {
+    /// Makes the next run's output FIFO ready (see [`FifoPair`]), unless
+    /// bash has exited. A failure is retried when the run starts.
+    fn prepare_fifo(&mut self) {
+        if self.exited.is_some() {
             return;
         }
-        let path = self.files.fifo_path();
-        let prepared = match drained {
-            Some(receiver) => {
-                OutputFifo::reuse(receiver, path).or_else(|_| OutputFifo::create(path))
-            }
-            None => OutputFifo::create(path),
-        };
-        match prepared {
-            Ok(fifo) => self.next_fifo = Some(fifo),
-            Err(err) => tracing::debug!(%err, "could not prepare the next output pipe"),
+        if let Err(err) = self.fifos.prepare() {
+            tracing::debug!(%err, "could not prepare the next output pipe");
         }
     }
 }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use shellvisor_process::ChildProcess;
+use shellvisor_process::FifoPair;
 use shellvisor_process::GroupGuard;
-use shellvisor_process::OutputFifo;
 use shellvisor_process::ProcessRegistry;
 use shellvisor_process::ShellFiles;
 use shellvisor_process::ShellRecord;
@@ -37,8 +37,8 @@ pub struct ProtocolPipe {
     files: ShellFiles,
     parser: StatusParser,
     runs: u64,
-    /// The last run's FIFO read end, once it read end-of-file (reused).
-    drained: Option<tokio::net::unix::pipe::Receiver>,
+    /// The runs' output FIFOs, used in turn as the runtime does.
+    fifos: FifoPair,
     /// The tokio runtime the FIFO's read end registers with (`OutputFifo`
     /// needs one, also on the threads of the N x M figure).
     tokio: tokio::runtime::Handle,
@@ -79,7 +79,7 @@ impl ProtocolPipe {
             files,
             parser: StatusParser::new(),
             runs: 0,
-            drained: None,
+            fifos: FifoPair::new(dir.path()),
             tokio,
             _dir: dir,
         };
@@ -101,33 +101,32 @@ impl ProtocolPipe {
             let started = Instant::now();
             self.runs += 1;
             let nonce = format!("n{}", self.runs);
-            self.files.write_run(&shellvisor_process::RunText {
-                nonce: &nonce,
-                marker: "floor.1",
-                command,
-                cwd: None,
-                env: &[],
-                env_record: false,
-                confinement: None,
-            })?;
-            // As the runtime does: the FIFO and its read end are reused, not
-            // recreated, once the previous run's output reached end-of-file
-            // (always, here).
-            let fifo = {
-                let _entered = self.tokio.enter();
-                let path = self.files.fifo_path();
-                match self.drained.take() {
-                    Some(receiver) => OutputFifo::reuse(receiver, path)?,
-                    None => OutputFifo::create(path)?,
-                }
-            };
+            // As the runtime does: the run takes the FIFO made ready during
+            // the previous run, and the other one is made ready (its read
+            // end reused once it read end-of-file, always here) while bash
+            // runs this one.
+            let _entered = self.tokio.enter();
+            let fifo = self.fifos.take()?;
+            self.files.write_run(
+                &shellvisor_process::RunText {
+                    nonce: &nonce,
+                    marker: "floor.1",
+                    command,
+                    cwd: None,
+                    env: &[],
+                    env_record: false,
+                    confinement: None,
+                },
+                self.fifos.taken_path(),
+            )?;
             self.stdin.write_all(self.files.run_line())?;
+            self.fifos.prepare()?;
             self.wait_status(&nonce)?;
             drop(fifo.keepalive);
             loop {
                 match read_now(&fifo.receiver, &mut sink) {
                     Ok(0) => {
-                        self.drained = Some(fifo.receiver);
+                        self.fifos.give_back(fifo.receiver);
                         break;
                     }
                     Ok(_) => {}

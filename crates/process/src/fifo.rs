@@ -22,6 +22,8 @@ pub struct OutputFifo {
     /// Keep-alive write end (never written, not registered with tokio); drop
     /// it once the run's status has arrived.
     pub keepalive: OwnedFd,
+    /// The pipe's device and inode, to tell whether its path still names it.
+    identity: (u64, u64),
 }
 
 impl OutputFifo {
@@ -72,14 +74,23 @@ impl OutputFifo {
             rustix::fs::fstat(&read_end)?,
             rustix::fs::fstat(&keepalive)?,
         );
-        if (ours.st_dev, ours.st_ino) != (kept.st_dev, kept.st_ino) {
+        let identity = identity_of(&ours);
+        if identity != identity_of(&kept) {
             return Err(io::Error::other("the FIFO's path names another file"));
         }
         let receiver = pipe::Receiver::from_owned_fd_unchecked(read_end)?;
         Ok(Self {
             receiver,
             keepalive,
+            identity,
         })
+    }
+
+    /// Whether `path` still names this FIFO (one `stat`): a FIFO prepared
+    /// ahead of its run is checked again as the run starts, since the run
+    /// before it may have removed or replaced the file.
+    pub fn is_at(&self, path: &Path) -> bool {
+        rustix::fs::lstat(path).is_ok_and(|stat| identity_of(&stat) == self.identity)
     }
 
     /// Opens both ends of a FIFO already at `path`.
@@ -90,11 +101,20 @@ impl OutputFifo {
             OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOFOLLOW,
             Mode::empty(),
         )?;
+        let identity = identity_of(&rustix::fs::fstat(&receiver)?);
         Ok(Self {
             receiver,
             keepalive,
+            identity,
         })
     }
+}
+
+/// A file's device and inode.
+fn identity_of(stat: &rustix::fs::Stat) -> (u64, u64) {
+    // The fields' widths differ between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    (stat.st_dev as u64, stat.st_ino as u64)
 }
 
 /// Reads what is in the pipe right now with a real non-blocking `read(2)`,

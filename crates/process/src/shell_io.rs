@@ -18,16 +18,16 @@ use crate::script;
 use crate::status::ShellRecord;
 use crate::status::StatusParser;
 
-/// The files one shell reads: the command file (`c`), the wrapper (`w`), and
-/// the path of the per-run output FIFO (`o`), all in the shell's private
-/// directory. Files are opened once and rewritten in place for every run.
+/// The files one shell reads: the command file (`c`) and the wrapper (`w`),
+/// in the shell's private directory (its runs' output FIFOs are a
+/// [`crate::FifoPair`] there). Files are opened once and rewritten in place
+/// for every run.
 #[derive(Debug)]
 pub struct ShellFiles {
     command: RewrittenFile,
     wrapper: RewrittenFile,
     command_path: PathBuf,
     wrapper_path: PathBuf,
-    fifo_path: PathBuf,
     init_output_path: PathBuf,
 }
 
@@ -52,7 +52,6 @@ impl ShellFiles {
             wrapper: RewrittenFile::new(open("w")?),
             command_path: dir.join("c"),
             wrapper_path: dir.join("w"),
-            fifo_path: dir.join("o"),
             init_output_path: dir.join("i"),
         })
     }
@@ -104,16 +103,17 @@ impl ShellFiles {
             .to_owned()
     }
 
-    /// Writes a run: the command text and its wrapper.
+    /// Writes a run: the command text and its wrapper, which sends the run's
+    /// output into the FIFO at `output_fifo`.
     ///
     /// # Errors
     /// When a file cannot be written.
-    pub fn write_run(&self, run: &script::RunText<'_>) -> io::Result<()> {
+    pub fn write_run(&self, run: &script::RunText<'_>, output_fifo: &Path) -> io::Result<()> {
         self.command.rewrite(run.command.as_bytes())?;
         let wrapper = script::WrapperScript {
             run: *run,
             command_file: &self.command_path,
-            output_fifo: &self.fifo_path,
+            output_fifo,
         };
         self.wrapper.rewrite(&wrapper.render())
     }
@@ -122,11 +122,6 @@ impl ShellFiles {
     /// error messages name them).
     pub fn script_paths(&self) -> [&Path; 2] {
         [&self.command_path, &self.wrapper_path]
-    }
-
-    /// Where the run's output FIFO goes.
-    pub fn fifo_path(&self) -> &Path {
-        &self.fifo_path
     }
 
     /// The line that makes the shell run the current wrapper.

@@ -27,7 +27,7 @@ use tokio::time::timeout;
 const DEADLINE: Duration = Duration::from_secs(10);
 
 struct TestShell {
-    _dir: PrivateDir,
+    dir: PrivateDir,
     files: ShellFiles,
     writer: CommandWriter,
     status: StatusReader,
@@ -70,7 +70,7 @@ impl TestShell {
             status: StatusReader::new(spawned.status).unwrap(),
             child: spawned.child,
             _group: spawned.group,
-            _dir: dir,
+            dir,
             seq: 0,
         };
         let init_line = shell.files.write_init("init", None, true).unwrap();
@@ -105,18 +105,22 @@ impl TestShell {
     async fn run_with(&mut self, command: &str, env: &[(String, String)]) -> Ran {
         self.seq += 1;
         let nonce = format!("nonce{}", self.seq);
+        let fifo_path = self.dir.path().join("o");
         self.files
-            .write_run(&shellvisor_process::RunText {
-                nonce: &nonce,
-                marker: "t.1",
-                command,
-                cwd: None,
-                env,
-                env_record: true,
-                confinement: None,
-            })
+            .write_run(
+                &shellvisor_process::RunText {
+                    nonce: &nonce,
+                    marker: "t.1",
+                    command,
+                    cwd: None,
+                    env,
+                    env_record: true,
+                    confinement: None,
+                },
+                &fifo_path,
+            )
             .unwrap();
-        let fifo = OutputFifo::create(self.files.fifo_path()).unwrap();
+        let fifo = OutputFifo::create(&fifo_path).unwrap();
         self.writer.send(self.files.run_line()).await.unwrap();
         let mut output = Vec::new();
         let mut buf = vec![0u8; 65536];

@@ -59,9 +59,9 @@ impl LiveShell {
     }
 
     /// Takes the I/O task's word that the run in progress completed (see
-    /// [`crate::completion`]): the shell is idle then, and the run's FIFO is
-    /// prepared for the next run. Called before anything that asks whether
-    /// a run is in progress.
+    /// [`crate::completion`]): the shell is idle then, and the run's FIFO
+    /// goes back to the pair, to be made ready while the next run runs.
+    /// Called before anything that asks whether a run is in progress.
     pub(crate) fn take_completion(&mut self) {
         let Some(completed) = self.completions.take() else {
             return;
@@ -72,7 +72,9 @@ impl LiveShell {
             return;
         }
         self.run = None;
-        self.prepare_fifo(completed.drained_fifo);
+        if let Some(receiver) = completed.drained_fifo {
+            self.fifos.give_back(receiver);
+        }
     }
 
     /// The runtime kills the current run (its deadline, a cancel): what the
