@@ -36,6 +36,49 @@ async fn a_shell_that_closes_its_output_and_status_streams_is_still_served() {
     }
 }
 
+/// A shell's runs use two output FIFOs in turn, the next one made ready
+/// while a run runs: a command that removes them, or puts regular files in
+/// their place, must not cost a later run its output (the ready FIFO is
+/// checked again as its run starts).
+#[tokio::test]
+async fn a_command_that_removes_or_replaces_the_output_fifos_does_not_cost_later_runs_their_output()
+{
+    let rt = TestRuntime::start().await;
+    let session = rt.session("fifos").await;
+    // `$BASH_SOURCE` in a command is the command file, in the shell's
+    // private directory next to the FIFOs.
+    let removed = run(
+        &session,
+        r#"rm -f -- "${BASH_SOURCE%/*}"/o0 "${BASH_SOURCE%/*}"/o1; echo removed"#,
+    )
+    .await;
+    assert_eq!(removed.output, "removed\n", "{}", removed.text);
+    for round in 0..3 {
+        let next = run(&session, &format!("echo after-removal {round}")).await;
+        assert_eq!(
+            next.output,
+            format!("after-removal {round}\n"),
+            "{}",
+            next.text
+        );
+    }
+    let replaced = run(
+        &session,
+        r#"d=${BASH_SOURCE%/*}; rm -f -- "$d"/o0 "$d"/o1; echo x > "$d"/o0; echo x > "$d"/o1; echo replaced"#,
+    )
+    .await;
+    assert_eq!(replaced.output, "replaced\n", "{}", replaced.text);
+    for round in 0..3 {
+        let next = run(&session, &format!("echo after-replacement {round}")).await;
+        assert_eq!(
+            next.output,
+            format!("after-replacement {round}\n"),
+            "{}",
+            next.text
+        );
+    }
+}
+
 /// The probe that sees a shell wait for input in the middle of a run keeps
 /// one timer from run to run: after a stream of quick runs (which leave it
 /// armed at some point of its period), a command that stops the wrapper
