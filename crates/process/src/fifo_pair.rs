@@ -14,9 +14,11 @@ use crate::OutputFifo;
 /// with tokio) happens while bash runs a command rather than between a call
 /// and its run.
 ///
-/// The runtime keeps at most one FIFO ready ahead, in the slot the last run
-/// did not use, and checks as a run takes it that its path still names it
-/// (the run before may have removed or replaced the file).
+/// At most one FIFO is ready ahead. The Shell takes one for a run, writes
+/// the run's line, then makes the other ready from the read end the run
+/// before gave back; a run takes the ready one only after checking that its
+/// path still names it (the run before may have removed or replaced the
+/// file).
 #[derive(Debug)]
 pub struct FifoPair {
     paths: [PathBuf; 2],
@@ -75,9 +77,9 @@ impl FifoPair {
     }
 
     /// Makes a FIFO ready for the next run, unless one is ready already:
-    /// while a run is in progress, the one given back by the run before it,
-    /// in the other slot. Must be called inside a tokio
-    /// runtime.
+    /// from the read end given back last, if any (while a run is in
+    /// progress, the one of the run before it, in the other slot). Must be
+    /// called inside a tokio runtime.
     ///
     /// # Errors
     /// When no FIFO can be made (the next [`FifoPair::take`] tries again).
