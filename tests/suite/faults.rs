@@ -47,35 +47,28 @@ async fn a_command_that_removes_or_replaces_the_output_fifos_does_not_cost_later
     let session = rt.session("fifos").await;
     // `$BASH_SOURCE` in a command is the command file, in the shell's
     // private directory next to the FIFOs.
-    let removed = run(
-        &session,
-        r#"rm -f -- "${BASH_SOURCE%/*}"/o0 "${BASH_SOURCE%/*}"/o1; echo removed"#,
-    )
-    .await;
-    assert_eq!(removed.output, "removed\n", "{}", removed.text);
-    for round in 0..3 {
-        let next = run(&session, &format!("echo after-removal {round}")).await;
-        assert_eq!(
-            next.output,
-            format!("after-removal {round}\n"),
-            "{}",
-            next.text
-        );
-    }
-    let replaced = run(
-        &session,
-        r#"d=${BASH_SOURCE%/*}; rm -f -- "$d"/o0 "$d"/o1; echo x > "$d"/o0; echo x > "$d"/o1; echo replaced"#,
-    )
-    .await;
-    assert_eq!(replaced.output, "replaced\n", "{}", replaced.text);
-    for round in 0..3 {
-        let next = run(&session, &format!("echo after-replacement {round}")).await;
-        assert_eq!(
-            next.output,
-            format!("after-replacement {round}\n"),
-            "{}",
-            next.text
-        );
+    let sabotage = [
+        (
+            "removed",
+            r#"rm -f -- "${BASH_SOURCE%/*}"/o0 "${BASH_SOURCE%/*}"/o1; echo removed"#,
+        ),
+        (
+            "replaced",
+            r#"d=${BASH_SOURCE%/*}; rm -f -- "$d"/o0 "$d"/o1; echo x > "$d"/o0; echo x > "$d"/o1; echo replaced"#,
+        ),
+    ];
+    for (label, command) in sabotage {
+        let ran = run(&session, command).await;
+        assert_eq!(ran.output, format!("{label}\n"), "{}", ran.text);
+        for round in 0..3 {
+            let next = run(&session, &format!("echo after {label} {round}")).await;
+            assert_eq!(
+                next.output,
+                format!("after {label} {round}\n"),
+                "{}",
+                next.text
+            );
+        }
     }
 }
 
