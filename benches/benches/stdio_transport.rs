@@ -7,6 +7,12 @@
 //!   `shellvisor_jsonrpc::stdio`);
 //! - `reactor`: non-blocking pipes driven by epoll, as `stdio()` gives them.
 //!
+//! And a server of `shellvisor_jsonrpc::serve`'s shape (a read loop that
+//! spawns a task per line, which hands its answer to a writer task) under a
+//! blocking client thread, two ways: the read loop run by `block_on` on the
+//! calling thread, which drives no I/O (the binary's servers before they
+//! were spawned onto a worker), against the same loop spawned as a task.
+//!
 //! `cargo bench -p shellvisor-benches --bench stdio_transport`
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -148,5 +154,77 @@ fn stdio_transport(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, stdio_transport);
+/// A server of `shellvisor_jsonrpc::serve`'s shape on the reactor: the read
+/// loop spawns a task per line, which hands the line (the answer) to the
+/// writer task. Ends at end of input.
+async fn serve_lines(input: OwnedFd, output: OwnedFd) {
+    let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(input).unwrap();
+    let mut writer = tokio::net::unix::pipe::Sender::from_owned_fd(output).unwrap();
+    let (outbox, mut inbox) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    let written = tokio::spawn(async move {
+        while let Some(line) = inbox.recv().await {
+            writer.write_all(&line).await.unwrap();
+        }
+    });
+    let mut reader = tokio::io::BufReader::new(reader);
+    loop {
+        let mut line = Vec::new();
+        if reader.read_until(b'\n', &mut line).await.unwrap() == 0 {
+            break;
+        }
+        let outbox = outbox.clone();
+        tokio::spawn(async move { outbox.send(line).await.unwrap() });
+    }
+    drop(outbox);
+    written.await.unwrap();
+}
+
+/// `iters` round trips of a blocking client thread against `serve_lines`,
+/// run by `block_on` itself or spawned onto a worker.
+fn against_server(runtime: &tokio::runtime::Runtime, iters: u64, spawned: bool) -> Duration {
+    let (requests_read, requests) = pipe_pair();
+    let (echoes, echoes_write) = pipe_pair();
+    let client = std::thread::spawn(move || {
+        let mut writer = std::fs::File::from(requests);
+        let mut reader = BufReader::new(std::fs::File::from(echoes));
+        let mut line = Vec::new();
+        let start = Instant::now();
+        for _ in 0..iters {
+            writer.write_all(LINE).unwrap();
+            line.clear();
+            assert!(reader.read_until(b'\n', &mut line).unwrap() > 0);
+        }
+        start.elapsed()
+    });
+    runtime.block_on(async move {
+        if spawned {
+            tokio::spawn(serve_lines(requests_read, echoes_write))
+                .await
+                .unwrap();
+        } else {
+            serve_lines(requests_read, echoes_write).await;
+        }
+    });
+    client.join().unwrap()
+}
+
+fn server_loop(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("server_loop");
+    for (name, spawned) in [
+        ("read_loop_in_block_on", false),
+        ("read_loop_on_a_worker", true),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| against_server(&runtime, iters, spawned));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, stdio_transport, server_loop);
 criterion_main!(benches);

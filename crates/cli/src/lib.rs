@@ -109,15 +109,35 @@ where
         .context("starting the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Run(args) => run::run(config, args).await,
-            Command::Mcp(args) => mcp::mcp(config, args).await,
-            Command::Serve(args) => serve::serve(config, args).await,
+            Command::Run(args) => on_a_worker(run::run(config, args)).await,
+            Command::Mcp(args) => on_a_worker(mcp::mcp(config, args)).await,
+            Command::Serve(args) => on_a_worker(serve::serve(config, args)).await,
+            // The bench drives its blocking baselines from the main thread,
+            // where they hold up no worker.
             Command::Bench(args) => bench::bench(args).await,
-            Command::Node(args) => cluster::node(config, args).await,
-            Command::Cluster(args) => cluster::cluster(args).await,
+            Command::Node(args) => on_a_worker(cluster::node(config, args)).await,
+            Command::Cluster(args) => on_a_worker(cluster::cluster(args)).await,
             Command::Config | Command::Schema => Ok(ExitCode::SUCCESS),
         }
     })
+}
+
+/// Runs a command as a task on the runtime's workers. The future that
+/// `block_on` runs stays on the main thread, which drives no I/O: a front
+/// door served there pays a wake across threads for every line it reads and
+/// every request task it spawns (see "Measured costs" in
+/// docs/architecture.md). A panic in the command goes on unwinding here, as
+/// it did from `block_on`.
+async fn on_a_worker(
+    command: impl Future<Output = anyhow::Result<ExitCode>> + Send + 'static,
+) -> anyhow::Result<ExitCode> {
+    match tokio::spawn(command).await {
+        Ok(outcome) => outcome,
+        Err(err) => match err.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(err) => Err(anyhow::anyhow!("the command's task was cancelled: {err}")),
+        },
+    }
 }
 
 /// Writes `bytes` to stdout (an `Err` on a closed pipe, which `main` turns
