@@ -37,9 +37,10 @@ async fn a_shell_that_closes_its_output_and_status_streams_is_still_served() {
 }
 
 /// A shell's runs use two output FIFOs in turn, the next one made ready
-/// while a run runs: a command that removes them, or puts regular files in
-/// their place, must not cost a later run its output (the ready FIFO is
-/// checked again as its run starts).
+/// while a run runs: a command that removes them, puts regular files in
+/// their place, or writes into the one that is not its own output must not
+/// cost a later run its output or add to it (the ready FIFO is checked
+/// again as its run starts).
 #[tokio::test]
 async fn a_command_that_removes_or_replaces_the_output_fifos_does_not_cost_later_runs_their_output()
 {
@@ -55,6 +56,11 @@ async fn a_command_that_removes_or_replaces_the_output_fifos_does_not_cost_later
         (
             "replaced",
             r#"d=${BASH_SOURCE%/*}; rm -f -- "$d"/o0 "$d"/o1; echo x > "$d"/o0; echo x > "$d"/o1; echo replaced"#,
+        ),
+        (
+            // Opened read-write, so the open never waits for a reader.
+            "written",
+            r#"for f in "${BASH_SOURCE%/*}"/o[01]; do [ -p "$f" ] && ! [ "$f" -ef /dev/stdout ] && echo stray 1<>"$f"; done; echo written"#,
         ),
     ];
     for (label, command) in sabotage {

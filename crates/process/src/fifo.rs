@@ -93,6 +93,14 @@ impl OutputFifo {
         rustix::fs::lstat(path).is_ok_and(|stat| identity_of(&stat) == self.identity)
     }
 
+    /// Whether nothing waits in the pipe (one `FIONREAD`; an error counts
+    /// as not empty). A FIFO prepared ahead of its run is checked as the
+    /// run starts: the run before may have opened it by its path and
+    /// written into it, and those bytes are no output of the new run.
+    pub fn is_empty(&self) -> bool {
+        rustix::io::ioctl_fionread(&self.receiver).is_ok_and(|waiting| waiting == 0)
+    }
+
     /// Opens both ends of a FIFO already at `path`.
     fn open(path: &Path) -> io::Result<Self> {
         let receiver = pipe::OpenOptions::new().open_receiver(path)?;

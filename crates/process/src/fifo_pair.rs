@@ -17,8 +17,9 @@ use crate::OutputFifo;
 /// At most one FIFO is ready ahead. The Shell takes one for a run, writes
 /// the run's line, then makes the other ready from the read end the run
 /// before gave back; a run takes the ready one only after checking that its
-/// path still names it (the run before may have removed or replaced the
-/// file).
+/// path still names it and that nothing was written into it (the run before
+/// may have removed or replaced the file, or opened it by its path and
+/// written to it: bytes that are no output of the new run).
 #[derive(Debug)]
 pub struct FifoPair {
     paths: [PathBuf; 2],
@@ -43,19 +44,22 @@ impl FifoPair {
         }
     }
 
-    /// The FIFO for a run: the one made ready, if its path still names it,
-    /// or else one made now. [`FifoPair::taken_path`] is its path from then
-    /// on. Must be called inside a tokio runtime.
+    /// The FIFO for a run: the one made ready, if its path still names it
+    /// and it is empty, or else one made now (the other pipe, and whatever
+    /// was written into it, dropped). [`FifoPair::taken_path`] is its path
+    /// from then on. Must be called inside a tokio runtime.
     ///
     /// # Errors
     /// When no FIFO can be made.
     pub fn take(&mut self) -> io::Result<OutputFifo> {
         if let Some((slot, fifo)) = self.ready.take() {
-            if fifo.is_at(&self.paths[slot]) {
+            if fifo.is_at(&self.paths[slot]) && fifo.is_empty() {
                 self.last = Some(slot);
                 return Ok(fifo);
             }
-            tracing::debug!("a prepared output pipe was removed or replaced; made again");
+            tracing::debug!(
+                "a prepared output pipe was removed, replaced or written into; made again"
+            );
         }
         let (slot, fifo) = self.make()?;
         self.last = Some(slot);
@@ -182,6 +186,30 @@ mod tests {
         std::fs::remove_file(&next).unwrap();
         run_once(&mut pair, b"third\n");
         assert!(is_fifo("o0") && is_fifo("o1"));
+    }
+
+    #[tokio::test]
+    async fn a_prepared_fifo_that_was_written_into_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut pair = FifoPair::new(dir.path());
+        run_once(&mut pair, b"first\n");
+        // The first run's command wrote into the FIFO made ready for the
+        // next, by its path (read-write, so the open cannot block).
+        let next = dir.path().join("o1");
+        let mut stray = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&next)
+            .unwrap();
+        stray.write_all(b"stray\n").unwrap();
+        drop(stray);
+        // The next run reads its own output alone (`run_once` checks it),
+        // through the first run's FIFO; the run after it through a pipe
+        // made anew at the written one's path.
+        let (path, _) = run_once(&mut pair, b"second\n");
+        assert_eq!(path, dir.path().join("o0"));
+        let (path, _) = run_once(&mut pair, b"third\n");
+        assert_eq!(path, next);
     }
 
     #[tokio::test]
