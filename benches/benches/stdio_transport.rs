@@ -64,6 +64,22 @@ fn pipe_pair() -> (OwnedFd, OwnedFd) {
     (read.into(), write.into())
 }
 
+/// `iters` round trips from the calling thread, blocking: a line written to
+/// `requests`, its echo read from `echoes`. Both are closed on return (the
+/// time is taken before), which ends the other side's loop.
+fn blocking_round_trips(requests: OwnedFd, echoes: OwnedFd, iters: u64) -> Duration {
+    let mut writer = std::fs::File::from(requests);
+    let mut reader = BufReader::new(std::fs::File::from(echoes));
+    let mut line = Vec::new();
+    let start = Instant::now();
+    for _ in 0..iters {
+        writer.write_all(LINE).unwrap();
+        line.clear();
+        assert!(reader.read_until(b'\n', &mut line).unwrap() > 0);
+    }
+    start.elapsed()
+}
+
 async fn round_trips<W, R>(mut writer: W, reader: R, iters: u64) -> Duration
 where
     W: AsyncWrite + Unpin,
@@ -116,17 +132,7 @@ fn stdio_transport(c: &mut Criterion) {
     group.bench_function("bare_threads", |b| {
         b.iter_custom(|iters| {
             let (requests, echoes, thread) = pipes();
-            let mut writer = std::fs::File::from(requests);
-            let mut reader = BufReader::new(std::fs::File::from(echoes));
-            let mut line = Vec::new();
-            let start = Instant::now();
-            for _ in 0..iters {
-                writer.write_all(LINE).unwrap();
-                line.clear();
-                assert!(reader.read_until(b'\n', &mut line).unwrap() > 0);
-            }
-            let elapsed = start.elapsed();
-            drop(writer);
+            let elapsed = blocking_round_trips(requests, echoes, iters);
             thread.join().unwrap();
             elapsed
         });
@@ -184,18 +190,7 @@ async fn serve_lines(input: OwnedFd, output: OwnedFd) {
 fn against_server(runtime: &tokio::runtime::Runtime, iters: u64, spawned: bool) -> Duration {
     let (requests_read, requests) = pipe_pair();
     let (echoes, echoes_write) = pipe_pair();
-    let client = std::thread::spawn(move || {
-        let mut writer = std::fs::File::from(requests);
-        let mut reader = BufReader::new(std::fs::File::from(echoes));
-        let mut line = Vec::new();
-        let start = Instant::now();
-        for _ in 0..iters {
-            writer.write_all(LINE).unwrap();
-            line.clear();
-            assert!(reader.read_until(b'\n', &mut line).unwrap() > 0);
-        }
-        start.elapsed()
-    });
+    let client = std::thread::spawn(move || blocking_round_trips(requests, echoes, iters));
     runtime.block_on(async move {
         if spawned {
             tokio::spawn(serve_lines(requests_read, echoes_write))
