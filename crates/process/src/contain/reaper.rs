@@ -14,13 +14,16 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::PoisonError;
+use std::sync::mpsc;
 use std::time::Duration;
 use std::time::Instant;
 
 /// The reaper's program. It reads records until end of file (the runtime is
 /// gone, or closed the pipe after a clean shutdown), then kills the cgroup,
 /// the process groups and the terminal sessions it was told about, and
-/// removes the cgroup tree.
+/// removes the cgroup tree. A directory already gone (a clean shutdown
+/// removed it first) is skipped, not retried: the runtime's exit waits for
+/// the reaper.
 const SCRIPT: &str = r#"
 cgs=()
 declare -A groups=() sessions=()
@@ -47,6 +50,7 @@ if ((${#sessions[@]})); then
 fi
 for cg in "${cgs[@]}"; do
   for try in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -d $cg ]] || break
     for d in "$cg"/*/; do [[ -d $d ]] && rmdir "$d" 2>/dev/null; done
     rmdir "$cg" 2>/dev/null && break
     sleep 0.05
@@ -65,7 +69,15 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 #[derive(Debug)]
 pub(crate) struct ReaperLink {
     inner: Arc<Mutex<Inner>>,
-    watcher: Mutex<Option<std::thread::JoinHandle<()>>>,
+    watcher: Mutex<Option<Watcher>>,
+}
+
+/// The thread that keeps a reaper running, and the sender whose drop wakes
+/// it to end (a clean shutdown does not wait out its interval).
+#[derive(Debug)]
+struct Watcher {
+    thread: std::thread::JoinHandle<()>,
+    stop: mpsc::Sender<()>,
 }
 
 #[derive(Debug)]
@@ -96,12 +108,13 @@ impl ReaperLink {
             respawns: 0,
         }));
         let watched = Arc::clone(&inner);
-        let watcher = std::thread::Builder::new()
+        let (stop, stopped) = mpsc::channel();
+        let thread = std::thread::Builder::new()
             .name("shellvisor-reaper-watch".to_owned())
-            .spawn(move || watch(&watched))?;
+            .spawn(move || watch(&watched, &stopped))?;
         Ok(Self {
             inner,
-            watcher: Mutex::new(Some(watcher)),
+            watcher: Mutex::new(Some(Watcher { thread, stop })),
         })
     }
 
@@ -174,8 +187,9 @@ impl ReaperLink {
     }
 
     /// Closes the pipe (the reaper then finds nothing left to kill) and reaps
-    /// the reaper. Blocking.
-    pub(crate) fn close(&self) {
+    /// the reaper. Blocking. Returns whether the reaper had to be killed
+    /// (it was still at work [`EXIT_DEADLINE`] later).
+    pub(crate) fn close(&self) -> ReaperExit {
         let child = {
             let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             inner.closed = true;
@@ -187,25 +201,42 @@ impl ReaperLink {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
         {
-            let _ = watcher.join();
+            let Watcher { thread, stop } = watcher;
+            drop(stop);
+            let _ = thread.join();
         }
         let Some(mut child) = child else {
-            return;
+            return ReaperExit::Gone;
         };
         drop(child.stdin.take());
         let until = Instant::now() + EXIT_DEADLINE;
         loop {
             match child.try_wait() {
-                Ok(Some(_)) | Err(_) => return,
+                Ok(Some(_)) | Err(_) => return ReaperExit::Finished,
                 Ok(None) if Instant::now() >= until => {
+                    tracing::warn!(
+                        deadline_ms = EXIT_DEADLINE.as_millis(),
+                        "the reaper was still at work at shutdown; killed it"
+                    );
                     let _ = child.kill();
                     let _ = child.wait();
-                    return;
+                    return ReaperExit::Killed;
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             }
         }
     }
+}
+
+/// How [`ReaperLink::close`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReaperExit {
+    /// The reaper exited by itself.
+    Finished,
+    /// It was still running after [`EXIT_DEADLINE`] and was killed.
+    Killed,
+    /// There was no reaper to wait for (closed before, or none running).
+    Gone,
 }
 
 impl Inner {
@@ -259,10 +290,13 @@ impl Inner {
     }
 }
 
-/// Checks every [`WATCH_INTERVAL`] that the reaper is alive, until closed.
-fn watch(inner: &Mutex<Inner>) {
+/// Checks every [`WATCH_INTERVAL`] that the reaper is alive, until closed
+/// (or `stopped`'s sender is dropped).
+fn watch(inner: &Mutex<Inner>, stopped: &mpsc::Receiver<()>) {
     loop {
-        std::thread::sleep(WATCH_INTERVAL);
+        if let Err(mpsc::RecvTimeoutError::Disconnected) = stopped.recv_timeout(WATCH_INTERVAL) {
+            return;
+        }
         let mut inner = inner.lock().unwrap_or_else(PoisonError::into_inner);
         if inner.closed {
             return;
@@ -294,7 +328,7 @@ fn start(shell: &Path) -> io::Result<Child> {
 
 impl Drop for ReaperLink {
     fn drop(&mut self) {
-        self.close();
+        let _ = self.close();
     }
 }
 
@@ -344,5 +378,28 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         link.close();
+    }
+
+    /// A clean shutdown removes the cgroup tree before it closes the
+    /// reaper's pipe: the reaper skips directories that are gone rather
+    /// than retrying each (50 ms at a time) until it is killed.
+    #[test]
+    fn directories_already_removed_do_not_hold_up_the_reapers_exit() {
+        let link = ReaperLink::spawn(Path::new("/bin/bash")).unwrap();
+        let base = std::env::temp_dir().join(format!("sv-reaper-gone-{}", std::process::id()));
+        // 40 gone directories: retried, they would take 20 s, past the
+        // deadline (2 s) after which the reaper is killed.
+        for i in 0..40 {
+            link.watch_cgroup(&base.join(i.to_string()));
+        }
+        let existing = base.join("present");
+        std::fs::create_dir_all(&existing).unwrap();
+        link.watch_cgroup(&existing);
+        assert_eq!(link.close(), ReaperExit::Finished);
+        assert!(
+            !existing.exists(),
+            "an empty directory it was told of stays"
+        );
+        std::fs::remove_dir(&base).unwrap();
     }
 }
