@@ -95,3 +95,83 @@ async fn two_runtimes_live_side_by_side() {
     assert_eq!(run(&sb, "echo still $WHO").await.output, "still b\n");
     b.runtime.shutdown().await;
 }
+
+/// A shell lent to one overlapping call is released when the call ends. It
+/// counts against the session's shell limit until its actor stops, so it
+/// must stop soon after its bash has gone, not a kill grace later: a steady
+/// stream of overlapping calls (an agent's parallel tool calls) must not
+/// run the session out of shells. Before the fix, 8 callers of `true` got
+/// `shell_limit_reached` for most of 1,000 calls.
+#[tokio::test]
+async fn a_steady_stream_of_overlapping_calls_does_not_run_out_of_shells() {
+    let mut config = shellvisor::Config::default();
+    config.timeouts.kill_grace_ms = 10_000;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("stream").await;
+    run(&session, "export STREAM=1").await;
+    let mut callers = tokio::task::JoinSet::new();
+    for caller in 0..8 {
+        let session = session.clone();
+        callers.spawn(async move {
+            for call in 0..40 {
+                let outcome = tokio::time::timeout(
+                    crate::support::RUN_DEADLINE,
+                    session.run(RunRequest::new("echo $STREAM")),
+                )
+                .await
+                .expect("a call hung");
+                match outcome {
+                    Ok(outcome) => {
+                        let result = outcome.completed().expect("a foreground `echo`");
+                        assert_eq!(result.output, "1\n", "caller {caller}, call {call}");
+                    }
+                    Err(err) => panic!("caller {caller}, call {call}: {err}"),
+                }
+            }
+        });
+    }
+    while let Some(joined) = callers.join_next().await {
+        joined.unwrap();
+    }
+    // 320 calls, more than the 128-shell limit: the released shells went.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rt.live_processes().len() > 2 {
+        assert!(
+            Instant::now() < deadline,
+            "released shells stayed: {:?}",
+            rt.live_processes()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    rt.runtime.shutdown().await;
+    rt.assert_no_processes_within(Duration::from_secs(5)).await;
+}
+
+/// An async run takes the primary shell to the background and gives it
+/// back when it ends; many short async runs in a row, each result taken
+/// before the next starts, keep the session within its shell limit (they
+/// were refused from the 128th on when the runs came faster than a kill
+/// grace let each shell go).
+#[tokio::test]
+async fn short_async_runs_one_after_another_do_not_run_out_of_shells() {
+    // A long kill grace: a released shell whose bash is gone must not wait
+    // it out (200 runs would then hold 200 shells).
+    let mut config = shellvisor::Config::default();
+    config.timeouts.kill_grace_ms = 10_000;
+    let rt = TestRuntime::with_config(config).await;
+    let session = rt.session("async-stream").await;
+    for n in 0..200 {
+        let outcome = session
+            .run(RunRequest::new("true").run_async(true))
+            .await
+            .unwrap_or_else(|err| panic!("run {n}: {err}"));
+        assert!(outcome.backgrounded().is_some(), "run {n}");
+        let done = tokio::time::timeout(crate::support::RUN_DEADLINE, session.next_completion())
+            .await
+            .expect("no completion")
+            .unwrap();
+        assert_eq!(done.exit_code, Some(0), "run {n}");
+    }
+    rt.runtime.shutdown().await;
+    rt.assert_no_processes_within(Duration::from_secs(5)).await;
+}

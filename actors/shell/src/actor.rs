@@ -104,7 +104,15 @@ impl Actor for Shell {
                 }
             }
             ShellMsg::Release { poll } => live.release(&myself, poll),
-            ShellMsg::CheckChildren => live.count_children(&myself),
+            ShellMsg::CheckChildren => live.count_children(&myself, ShellMsg::ChildrenCounted),
+            ShellMsg::CheckStoppedGroup => {
+                live.count_children(&myself, ShellMsg::StoppedGroupCounted);
+            }
+            ShellMsg::StoppedGroupCounted(others) => {
+                if live.stopped_group_counted(&myself, others) {
+                    myself.stop(Some("shell ended".to_owned()));
+                }
+            }
             ShellMsg::Occupied(reply) => live.report_occupied(reply),
             ShellMsg::ChildrenCounted(others) => {
                 if live.release_if_alone(&myself, others) {

@@ -107,6 +107,9 @@ pub(crate) struct LiveShell {
     retain_poll: Option<Duration>,
     /// Consecutive scans that found bash alone in its group.
     alone_scans: u8,
+    /// While stopping, once bash has exited: consecutive scans that found
+    /// nothing else left in its group.
+    emptied_scans: u8,
     /// The status channel reached end of file; bash gets a moment to show it exited.
     status_closed: Option<Timer<ShellMsg>>,
     exited: Option<ExitInfo>,
@@ -219,6 +222,7 @@ impl LiveShell {
             stopping: None,
             retain_poll: None,
             alone_scans: 0,
+            emptied_scans: 0,
             status_closed: None,
             exited: None,
             _watch_task: AbortOnDrop(watch_task),

@@ -43,6 +43,11 @@ pub enum ShellMsg {
     CheckChildren,
     /// Internal: how many processes other than bash are in the group.
     ChildrenCounted(usize),
+    /// Internal: look again whether a stopping shell's group is empty.
+    CheckStoppedGroup,
+    /// Internal: how many processes other than bash (which has exited) are
+    /// left in a stopping shell's group.
+    StoppedGroupCounted(usize),
     /// Internal: the status channel carried something that is not a record
     /// of the run in progress (the I/O task ended the run): give the shell up.
     ChannelBroken,

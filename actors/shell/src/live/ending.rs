@@ -192,6 +192,8 @@ impl LiveShell {
         }
         if self.stopping.is_none() {
             self.linger(myself, self.child_poll);
+        } else {
+            self.watch_for_an_empty_group(myself);
         }
     }
 
@@ -204,13 +206,18 @@ impl LiveShell {
     fn linger(&mut self, myself: &ActorRef<ShellMsg>, poll: Duration) {
         if self.retain_poll.is_none() {
             self.retain_poll = Some(poll);
-            self.count_children(myself);
+            self.count_children(myself, ShellMsg::ChildrenCounted);
         }
     }
 
     /// Counts the live processes in the group other than bash, off the
-    /// actor's thread (it reads `/proc`, which is slow), and reports back.
-    pub(crate) fn count_children(&self, myself: &ActorRef<ShellMsg>) {
+    /// actor's thread (it reads `/proc`, which is slow), and reports back
+    /// as `report(count)`.
+    pub(crate) fn count_children(
+        &self,
+        myself: &ActorRef<ShellMsg>,
+        report: fn(usize) -> ShellMsg,
+    ) {
         let group = self.group.group();
         let containment = self.containment.clone();
         let myself = myself.clone();
@@ -221,7 +228,7 @@ impl LiveShell {
                 .into_iter()
                 .filter(|pid| *pid != shell_pid)
                 .count();
-            let _ = myself.cast(ShellMsg::ChildrenCounted(others));
+            let _ = myself.cast(report(others));
         });
     }
 
@@ -289,7 +296,43 @@ impl LiveShell {
             self.kill_grace,
             || ShellMsg::Escalate,
         ));
+        if self.exited.is_some() {
+            self.watch_for_an_empty_group(myself);
+        }
         false
+    }
+
+    /// The shell is being stopped and bash is gone: look for what else is
+    /// left in the group. Once nothing is (two scans [`ALONE_CONFIRM`]
+    /// apart, as for a release), the shell is over without waiting out the
+    /// grace: a released shell counts against the session's shell limit
+    /// until its actor stops, and its KILL would reach nobody.
+    fn watch_for_an_empty_group(&mut self, myself: &ActorRef<ShellMsg>) {
+        self.emptied_scans = 0;
+        self.count_children(myself, ShellMsg::StoppedGroupCounted);
+    }
+
+    /// A scan of a stopping shell's group found `others` processes besides
+    /// bash (which has exited). Returns whether the actor stops now.
+    pub(crate) fn stopped_group_counted(
+        &mut self,
+        myself: &ActorRef<ShellMsg>,
+        others: usize,
+    ) -> bool {
+        if self.stopping.is_none() || self.exited.is_none() || self.run_kill.is_some() {
+            return false;
+        }
+        if others > 0 {
+            // They got TERM; the grace's KILL takes what is left.
+            return false;
+        }
+        self.emptied_scans += 1;
+        if self.emptied_scans < 2 {
+            myself.send_after(ALONE_CONFIRM, || ShellMsg::CheckStoppedGroup);
+            return false;
+        }
+        self.finish();
+        true
     }
 
     /// The stop's grace period passed: SIGKILL to the group. Returns whether
