@@ -84,6 +84,18 @@ impl BarePipe {
     }
 }
 
+impl BarePipe {
+    /// Kills the shell and reaps it: the floor of letting a shell go.
+    ///
+    /// # Errors
+    /// When the shell cannot be signalled or waited for.
+    pub fn close(mut self) -> std::io::Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+}
+
 impl Drop for BarePipe {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -43,6 +43,10 @@ pub struct BenchOptions {
     pub stream_bytes: u64,
     /// Timeout rounds.
     pub timeouts: usize,
+    /// Overlapping calls on one session, from 8 callers at once.
+    pub overlapping_calls: usize,
+    /// Runtimes started and shut down for the shutdown figure.
+    pub shutdowns: usize,
     /// The `shellvisor` binary, started as `serve` and `mcp` for the
     /// interface figures (none: they are left out).
     pub interfaces: Option<PathBuf>,
@@ -63,6 +67,8 @@ impl Default for BenchOptions {
             commands: 10,
             stream_bytes: 200_000_000,
             timeouts: 5,
+            overlapping_calls: 1000,
+            shutdowns: 10,
             interfaces: None,
             retained_jobs: 1000,
             nats_server: None,
@@ -80,6 +86,8 @@ impl BenchOptions {
             commands: 5,
             stream_bytes: 20_000_000,
             timeouts: 2,
+            overlapping_calls: 200,
+            shutdowns: 3,
             interfaces: None,
             retained_jobs: 200,
             nats_server: None,
@@ -87,7 +95,7 @@ impl BenchOptions {
     }
 }
 
-fn us(d: Duration) -> f64 {
+pub(crate) fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
@@ -117,7 +125,7 @@ fn heap_in_use() -> u64 {
     rss_kib() * 1024
 }
 
-fn err(e: impl std::fmt::Display) -> std::io::Error {
+pub(crate) fn err(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
@@ -723,6 +731,12 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
             ));
         }
     }
+
+    // Letting shells go: overlapping calls on one session, and shutdown.
+    progress("overlapping calls on one session");
+    crate::lifecycle::overlapping_calls(&mut report, options.overlapping_calls).await?;
+    progress("runtime shutdown");
+    crate::lifecycle::shutdown(&mut report, options.shutdowns).await?;
 
     // Memory per idle session (the runtime's side; bash is a separate process).
     progress("idle sessions");

@@ -13,6 +13,7 @@ mod cluster;
 mod cpu;
 mod hops_floor;
 mod interfaces;
+mod lifecycle;
 mod line_client;
 mod pin;
 mod protocol_floor;

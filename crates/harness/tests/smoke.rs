@@ -14,6 +14,8 @@ async fn a_tiny_run_reports_every_figure() {
         commands: 2,
         stream_bytes: 1_000_000,
         timeouts: 1,
+        overlapping_calls: 16,
+        shutdowns: 1,
         // The interfaces are measured through the binary (the CLI's tests).
         interfaces: None,
         retained_jobs: 10,
@@ -48,6 +50,9 @@ async fn a_tiny_run_reports_every_figure() {
         "5 sessions x 2 commands, CPU per command: shells (bash), against the protocol alone's shells",
         "5 sessions x 2 commands, CPU per command: runtime process",
         "runtime heap per idle session (bash not included)",
+        "16 overlapping calls on one session from 8 callers: refused",
+        "16 overlapping calls on one session from 8 callers",
+        "runtime shutdown, one idle session (p50)",
     ] {
         assert!(
             names.contains(&expected),
@@ -71,6 +76,13 @@ async fn a_tiny_run_reports_every_figure() {
         .unwrap();
     assert!(shells.value > 0.0, "{shells:?}");
     assert!(shells.baseline.as_ref().unwrap().value > 0.0, "{shells:?}");
+    // Every overlapping call got a shell.
+    let refused = report
+        .figures
+        .iter()
+        .find(|f| f.name == "16 overlapping calls on one session from 8 callers: refused")
+        .unwrap();
+    assert_eq!(refused.value, 0.0, "{refused:?}");
     let table = report.table();
     assert!(table.contains("bare pipe p50"), "{table}");
     let json = serde_json::to_value(&report).unwrap();
