@@ -31,6 +31,29 @@ impl ExitInfo {
     }
 }
 
+/// Blocks until the process behind `pidfd` has exited, at most `within`.
+/// Returns whether it has (its pidfd became readable). A signal that
+/// interrupts the wait does not end it early.
+pub(crate) fn pidfd_exits_within(
+    pidfd: std::os::fd::BorrowedFd<'_>,
+    within: std::time::Duration,
+) -> bool {
+    let mut fds = [rustix::event::PollFd::new(
+        &pidfd,
+        rustix::event::PollFlags::IN,
+    )];
+    let until = std::time::Instant::now() + within;
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let timeout = rustix::event::Timespec::try_from(left).ok();
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(ready) => return ready > 0,
+            Err(rustix::io::Errno::INTR) if !left.is_zero() => {}
+            Err(_) => return false,
+        }
+    }
+}
+
 /// A child process watched through a pidfd.
 ///
 /// [`ChildProcess::exited`] observes the exit *without reaping* (`WNOWAIT`):

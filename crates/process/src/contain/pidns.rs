@@ -28,7 +28,6 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::PoisonError;
 use std::time::Duration;
-use std::time::Instant;
 
 use rustix::pipe::PipeFlags;
 
@@ -114,19 +113,7 @@ impl SessionNamespace {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         drop(lifeline);
-        let mut fds = [rustix::event::PollFd::new(
-            &self.init_pidfd,
-            rustix::event::PollFlags::IN,
-        )];
-        let until = Instant::now() + CLOSE_DEADLINE;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            let timeout = rustix::event::Timespec::try_from(left).ok();
-            match rustix::event::poll(&mut fds, timeout.as_ref()) {
-                Err(rustix::io::Errno::INTR) if !left.is_zero() => {}
-                _ => break,
-            }
-        }
+        crate::child::pidfd_exits_within(self.init_pidfd.as_fd(), CLOSE_DEADLINE);
         // The init is this process's child: reap it once it has exited (an
         // init still running is reaped by nobody here; the lifeline's end
         // makes it exit, and the process's exit hands it to the system).

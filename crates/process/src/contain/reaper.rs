@@ -16,7 +16,6 @@ use std::sync::Mutex;
 use std::sync::PoisonError;
 use std::sync::mpsc;
 use std::time::Duration;
-use std::time::Instant;
 
 /// The reaper's program. It reads records until end of file (the runtime is
 /// gone, or closed the pipe after a clean shutdown), then kills the cgroup,
@@ -208,22 +207,40 @@ impl ReaperLink {
         let Some(mut child) = child else {
             return ReaperExit::Gone;
         };
+        // Opened before the pipe closes: the reaper cannot have been reaped
+        // (it is this process's child), so the pid is still its own.
+        let pidfd = i32::try_from(child.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .map(|pid| rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()));
         drop(child.stdin.take());
-        let until = Instant::now() + EXIT_DEADLINE;
-        loop {
-            match child.try_wait() {
-                Ok(Some(_)) | Err(_) => return ReaperExit::Finished,
-                Ok(None) if Instant::now() >= until => {
-                    tracing::warn!(
-                        deadline_ms = EXIT_DEADLINE.as_millis(),
-                        "the reaper was still at work at shutdown; killed it"
-                    );
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return ReaperExit::Killed;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            }
+        let exited = match pidfd {
+            Some(Ok(pidfd)) => crate::child::pidfd_exits_within(pidfd.as_fd(), EXIT_DEADLINE),
+            // No pidfd (an old kernel): look every few milliseconds.
+            _ => polled_exit_within(&mut child, EXIT_DEADLINE),
+        };
+        if exited || matches!(child.try_wait(), Ok(Some(_)) | Err(_)) {
+            let _ = child.wait();
+            return ReaperExit::Finished;
+        }
+        tracing::warn!(
+            deadline_ms = EXIT_DEADLINE.as_millis(),
+            "the reaper was still at work at shutdown; killed it"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+        ReaperExit::Killed
+    }
+}
+
+/// Whether `child` exits within `within`, looking every 5 ms.
+fn polled_exit_within(child: &mut Child, within: Duration) -> bool {
+    let until = std::time::Instant::now() + within;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return true,
+            Ok(None) if std::time::Instant::now() >= until => return false,
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
         }
     }
 }
@@ -336,6 +353,7 @@ impl Drop for ReaperLink {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use std::os::unix::process::CommandExt;
+    use std::time::Instant;
 
     use super::*;
 
