@@ -96,6 +96,15 @@ async fn two_runtimes_live_side_by_side() {
     b.runtime.shutdown().await;
 }
 
+/// A runtime with a 10 s kill grace: a released shell whose bash is gone
+/// must not wait it out (a few hundred released shells would then all count
+/// against the 128-shell limit at once).
+async fn with_a_long_grace() -> TestRuntime {
+    let mut config = shellvisor::Config::default();
+    config.timeouts.kill_grace_ms = 10_000;
+    TestRuntime::with_config(config).await
+}
+
 /// A shell lent to one overlapping call is released when the call ends. It
 /// counts against the session's shell limit until its actor stops, so it
 /// must stop soon after its bash has gone, not a kill grace later: a steady
@@ -104,9 +113,7 @@ async fn two_runtimes_live_side_by_side() {
 /// `shell_limit_reached` for most of 1,000 calls.
 #[tokio::test]
 async fn a_steady_stream_of_overlapping_calls_does_not_run_out_of_shells() {
-    let mut config = shellvisor::Config::default();
-    config.timeouts.kill_grace_ms = 10_000;
-    let rt = TestRuntime::with_config(config).await;
+    let rt = with_a_long_grace().await;
     let session = rt.session("stream").await;
     run(&session, "export STREAM=1").await;
     let mut callers = tokio::task::JoinSet::new();
@@ -114,35 +121,20 @@ async fn a_steady_stream_of_overlapping_calls_does_not_run_out_of_shells() {
         let session = session.clone();
         callers.spawn(async move {
             for call in 0..40 {
-                let outcome = tokio::time::timeout(
-                    crate::support::RUN_DEADLINE,
-                    session.run(RunRequest::new("echo $STREAM")),
-                )
-                .await
-                .expect("a call hung");
-                match outcome {
-                    Ok(outcome) => {
-                        let result = outcome.completed().expect("a foreground `echo`");
-                        assert_eq!(result.output, "1\n", "caller {caller}, call {call}");
-                    }
-                    Err(err) => panic!("caller {caller}, call {call}: {err}"),
-                }
+                let result = run(&session, "echo $STREAM").await;
+                assert_eq!(result.output, "1\n", "caller {caller}, call {call}");
             }
         });
     }
     while let Some(joined) = callers.join_next().await {
         joined.unwrap();
     }
-    // 320 calls, more than the 128-shell limit: the released shells went.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while rt.live_processes().len() > 2 {
-        assert!(
-            Instant::now() < deadline,
-            "released shells stayed: {:?}",
-            rt.live_processes()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // 320 calls, more than the 128-shell limit: the released shells went,
+    // leaving the primary and its standby.
+    rt.wait_for_processes(Duration::from_secs(10), "released shells stayed", |live| {
+        live.len() <= 2
+    })
+    .await;
     rt.runtime.shutdown().await;
     rt.assert_no_processes_within(Duration::from_secs(5)).await;
 }
@@ -154,11 +146,7 @@ async fn a_steady_stream_of_overlapping_calls_does_not_run_out_of_shells() {
 /// grace let each shell go).
 #[tokio::test]
 async fn short_async_runs_one_after_another_do_not_run_out_of_shells() {
-    // A long kill grace: a released shell whose bash is gone must not wait
-    // it out (200 runs would then hold 200 shells).
-    let mut config = shellvisor::Config::default();
-    config.timeouts.kill_grace_ms = 10_000;
-    let rt = TestRuntime::with_config(config).await;
+    let rt = with_a_long_grace().await;
     let session = rt.session("async-stream").await;
     for n in 0..200 {
         let outcome = session
