@@ -16,6 +16,7 @@ mod pooling;
 mod pty;
 mod readiness;
 mod restart;
+mod shell_wait;
 mod snapshot;
 mod standby;
 mod timeouts;

@@ -32,6 +32,7 @@ use crate::messages::SessionMsg;
 use crate::pool::ShellPool;
 use crate::records::JobPool;
 use crate::standby::StandbyClock;
+use crate::waiting::WaitingRuns;
 
 /// How long a closing session waits for its children to stop.
 const CHILDREN_STOP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -85,6 +86,8 @@ pub struct SessionState {
     pub(crate) relocated: Option<String>,
     /// Where its Jobs send their notices (one address, made once).
     pub(crate) job_notices: DerivedActorRef<JobNotice>,
+    /// Runs waiting for a retiring shell to go (the shell limit).
+    pub(crate) waiting: WaitingRuns,
 }
 
 impl Actor for Session {
@@ -110,6 +113,7 @@ impl Actor for Session {
             idle: IdleClock::new(args.ctx.config.sessions.idle_close()),
             relocated: None,
             job_notices: myself.get_derived(),
+            waiting: WaitingRuns::default(),
             args,
         })
     }
@@ -196,7 +200,10 @@ impl Actor for Session {
                 state
                     .job_finished(&myself, &job_id, release, deliver, record, answer)
                     .await;
+                // Its shell may be the one a waiting run can take.
+                state.serve_waiting(&myself).await;
             }
+            SessionMsg::ShellWaitOver => state.shell_wait_over(&myself).await,
             SessionMsg::ExpireRecords => state.expire_records(&myself),
             SessionMsg::PrepareStandby => {
                 if let Some(job_id) = state.standby.fired(&myself) {
@@ -268,6 +275,8 @@ impl SessionState {
             if stopped.was_primary {
                 self.primary_failed(myself, &reason).await;
             }
+            // One shell fewer: a run waiting for one may start.
+            self.serve_waiting(myself).await;
             return;
         }
         self.job_pool.forget(&id);

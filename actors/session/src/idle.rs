@@ -65,7 +65,7 @@ impl SessionState {
             self.idle.arm(myself);
             return;
         }
-        if self.jobs.any_running() || self.holds_processes().await {
+        if self.jobs.any_running() || !self.waiting.is_empty() || self.holds_processes().await {
             // In use without calls: look again a full period from now.
             self.idle.touch();
             self.idle.arm(myself);

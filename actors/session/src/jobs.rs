@@ -51,6 +51,29 @@ pub(crate) struct RunCaller {
     pub(crate) started: StartedTx,
 }
 
+/// A planned run that needs a shell (not a terminal): what it needs to
+/// start, kept while it waits for one.
+#[derive(Debug)]
+pub(crate) struct ShellRun {
+    job_id: JobId,
+    plan: RunPlan,
+    caller: RunCaller,
+    /// An explicit async run (a fresh shell, answered at once).
+    is_async: bool,
+}
+
+impl ShellRun {
+    /// Answers the caller with `err`; nothing started.
+    pub(crate) fn refuse(self, err: Error) {
+        let _ = self.caller.reply.send(Err(err));
+    }
+
+    /// Whether the caller stopped waiting for the answer.
+    pub(crate) fn caller_left(&self) -> bool {
+        self.caller.reply.is_closed()
+    }
+}
+
 impl SessionState {
     pub(crate) async fn run(
         &mut self,
@@ -110,21 +133,74 @@ impl SessionState {
             });
             return;
         }
-        if request.run_async {
-            let outcome = self.start_async(myself, job_id, plan, started).await;
-            let _ = reply.send(outcome.map(RunOutcome::Backgrounded));
-            return;
-        }
-        let shell = match self.lend_shell(myself, &job_id).await {
-            Ok(shell) => shell,
-            Err(err) => {
-                let _ = reply.send(Err(err));
-                return;
-            }
+        let run = ShellRun {
+            job_id,
+            plan,
+            caller: RunCaller { reply, started },
+            is_async: request.run_async,
         };
-        let caller = RunCaller { reply, started };
+        if let Err((err, run)) = self.start_shell_run(myself, run).await {
+            self.wait_for_a_shell(myself, err, run);
+        }
+    }
+
+    /// Starts a run on a shell: a foreground run on the primary (or a fresh
+    /// shell with the session's state when the primary is busy), an async
+    /// run on a fresh shell under both running-job caps, answered at once.
+    /// A run that gets no shell comes back with why, to wait for one or be
+    /// refused ([`Self::wait_for_a_shell`]).
+    pub(crate) async fn start_shell_run(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        run: ShellRun,
+    ) -> std::result::Result<(), (Error, ShellRun)> {
+        if run.is_async {
+            let slot = match self.args.slots.try_acquire() {
+                Ok(slot) => slot,
+                Err(limit) => {
+                    run.refuse(Error::JobLimitReached { limit });
+                    return Ok(());
+                }
+            };
+            let shell = match self.isolated_shell(myself, &run.job_id).await {
+                Ok(shell) => shell,
+                Err(err) => return Err((err, run)),
+            };
+            let ShellRun {
+                job_id,
+                plan,
+                caller,
+                ..
+            } = run;
+            let answer = self.requested_start(&job_id, &plan);
+            let start = JobStart::Background { slot };
+            let outcome = self
+                .start_job(
+                    myself,
+                    job_id,
+                    plan,
+                    Runner::Shell(shell),
+                    start,
+                    caller.started,
+                )
+                .await
+                .map(|()| RunOutcome::Backgrounded(answer));
+            let _ = caller.reply.send(outcome);
+            return Ok(());
+        }
+        let shell = match self.lend_shell(myself, &run.job_id).await {
+            Ok(shell) => shell,
+            Err(err) => return Err((err, run)),
+        };
+        let ShellRun {
+            job_id,
+            plan,
+            caller,
+            ..
+        } = run;
         self.start_foreground(myself, job_id, plan, Runner::Shell(shell), caller)
             .await;
+        Ok(())
     }
 
     /// Validates and shapes a request (see [`shellvisor_policy::plan`]).
@@ -176,34 +252,6 @@ impl SessionState {
         let _ = self
             .start_job(myself, job_id, plan, runner, start, caller.started)
             .await;
-    }
-
-    /// An explicit async run: a slot under both caps, a fresh shell with the
-    /// session's state, and an answer at once.
-    async fn start_async(
-        &mut self,
-        myself: &ActorRef<SessionMsg>,
-        job_id: JobId,
-        plan: RunPlan,
-        started: StartedTx,
-    ) -> Result<BackgroundedRun> {
-        let slot = self
-            .args
-            .slots
-            .try_acquire()
-            .map_err(|limit| Error::JobLimitReached { limit })?;
-        let shell = self.isolated_shell(myself, &job_id).await?;
-        let answer = self.requested_start(&job_id, &plan);
-        self.start_job(
-            myself,
-            job_id,
-            plan,
-            Runner::Shell(shell),
-            JobStart::Background { slot },
-            started,
-        )
-        .await
-        .map(|()| answer)
     }
 
     /// Spawns the Job and books it.

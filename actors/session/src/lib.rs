@@ -23,6 +23,7 @@ mod records;
 mod shells;
 mod standby;
 mod terminal;
+mod waiting;
 
 pub use actor::Session;
 pub use actor::SessionArgs;

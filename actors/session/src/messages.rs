@@ -87,6 +87,9 @@ pub enum SessionMsg {
     IdleCheck,
     /// Finished runs' records may be due to go (the Session's own timer).
     ExpireRecords,
+    /// A run waiting for a shell may have waited its limit (the Session's
+    /// own timer).
+    ShellWaitOver,
     /// From a Job.
     Job(JobNotice),
     /// From a Shell.
@@ -111,6 +114,7 @@ impl SessionMsg {
             SessionMsg::PrepareStandby
             | SessionMsg::IdleCheck
             | SessionMsg::ExpireRecords
+            | SessionMsg::ShellWaitOver
             | SessionMsg::Job(_)
             | SessionMsg::Shell(_) => false,
         }

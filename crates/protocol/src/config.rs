@@ -432,8 +432,15 @@ pub struct SessionsConfig {
     /// Shells one session runs at once: its primary, a standby, one per
     /// overlapping call or async run, and released shells that processes
     /// left running (`server &`) keep alive. A run that needs one more gets
-    /// `shell_limit_reached`. At least 1.
+    /// `shell_limit_reached` once it has waited `shell_wait_ms` for one to
+    /// come free. At least 1.
     pub max_shells_per_session: usize,
+    /// How long a run that finds the session at `max_shells_per_session`
+    /// waits for a shell to come free before it gets `shell_limit_reached`
+    /// (the shell a call was lent is let go when the call ends, and goes
+    /// about 0.1 s later unless processes it left running keep it). `0`
+    /// refuses at once.
+    pub shell_wait_ms: u64,
 }
 
 impl Default for SessionsConfig {
@@ -442,11 +449,18 @@ impl Default for SessionsConfig {
             idle_close_secs: 0,
             max_sessions: 1024,
             max_shells_per_session: 128,
+            shell_wait_ms: 2000,
         }
     }
 }
 
 impl SessionsConfig {
+    /// How long a run at the shell limit waits for a shell (zero: it is
+    /// refused at once).
+    pub fn shell_wait(&self) -> Duration {
+        Duration::from_millis(self.shell_wait_ms)
+    }
+
     /// The idle limit, if sessions are closed when idle.
     pub fn idle_close(&self) -> Option<Duration> {
         (self.idle_close_secs > 0).then(|| Duration::from_secs(self.idle_close_secs))

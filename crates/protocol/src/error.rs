@@ -190,7 +190,8 @@ pub enum Error {
     /// Returned when a run needs a shell of its own (a call while the
     /// session's shell is busy, or an async run) and the session already
     /// runs `sessions.max_shells_per_session` shells, counting those kept
-    /// alive by processes earlier commands left running.
+    /// alive by processes earlier commands left running, and none came
+    /// free within `sessions.shell_wait_ms`.
     #[error(
         "Shell limit reached for session {session} ({limit} shells). Wait for a call to finish or kill a job."
     )]
