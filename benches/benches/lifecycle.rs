@@ -2,7 +2,9 @@
 //! (against a bare bash started, used and killed), and a burst of
 //! overlapping calls on one session, each lent a shell that is released
 //! when its call ends (every call must get one: a released shell must be
-//! gone soon after its bash, or the session runs out of shells).
+//! gone soon after its bash, or the session runs out of shells; from 100
+//! callers the released shells fill the 128-shell limit, and calls wait
+//! for them rather than being refused).
 //!
 //! `cargo bench -p shellvisor-benches --bench lifecycle`
 
@@ -16,9 +18,8 @@ use shellvisor::RunRequest;
 use shellvisor::Runtime;
 use shellvisor_benches::BarePipe;
 
-/// Callers of the burst, and calls each makes.
-const CALLERS: usize = 8;
-const CALLS_EACH: usize = 16;
+/// Callers of a burst, and the calls each makes: 128 calls in all.
+const BURSTS: [(usize, usize); 2] = [(8, 16), (100, 2)];
 
 /// A runtime as an embedder makes one: a worker per CPU.
 fn tokio() -> tokio::runtime::Runtime {
@@ -55,25 +56,28 @@ fn overlapping_calls(c: &mut Criterion) {
     let session = tokio.block_on(runtime.session("burst")).unwrap();
     let mut group = c.benchmark_group("overlapping_calls");
     group.sample_size(10);
-    group.bench_function("8_callers_x_16_true_on_one_session", |b| {
-        b.iter(|| {
-            tokio.block_on(async {
-                let mut callers = tokio::task::JoinSet::new();
-                for _ in 0..CALLERS {
-                    let session = session.clone();
-                    callers.spawn(async move {
-                        for _ in 0..CALLS_EACH {
-                            // A refusal (`shell_limit_reached`) fails the bench.
-                            session.run(RunRequest::new("true")).await.unwrap();
-                        }
-                    });
-                }
-                while let Some(joined) = callers.join_next().await {
-                    joined.unwrap();
-                }
+    for (callers, calls_each) in BURSTS {
+        let name = format!("{callers}_callers_x_{calls_each}_true_on_one_session");
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                tokio.block_on(async {
+                    let mut tasks = tokio::task::JoinSet::new();
+                    for _ in 0..callers {
+                        let session = session.clone();
+                        tasks.spawn(async move {
+                            for _ in 0..calls_each {
+                                // A refusal (`shell_limit_reached`) fails the bench.
+                                session.run(RunRequest::new("true")).await.unwrap();
+                            }
+                        });
+                    }
+                    while let Some(joined) = tasks.join_next().await {
+                        joined.unwrap();
+                    }
+                });
             });
         });
-    });
+    }
     group.finish();
     tokio.block_on(runtime.shutdown());
 }

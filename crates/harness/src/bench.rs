@@ -43,7 +43,8 @@ pub struct BenchOptions {
     pub stream_bytes: u64,
     /// Timeout rounds.
     pub timeouts: usize,
-    /// Overlapping calls on one session, from 8 callers at once.
+    /// Overlapping calls on one session, from 8 callers at once and again
+    /// from 100.
     pub overlapping_calls: usize,
     /// Runtimes started and shut down for the shutdown figure.
     pub shutdowns: usize,
@@ -734,7 +735,10 @@ pub async fn run(options: &BenchOptions, progress: impl Fn(&str)) -> std::io::Re
 
     // Letting shells go: overlapping calls on one session, and shutdown.
     progress("overlapping calls on one session");
-    crate::lifecycle::overlapping_calls(&mut report, options.overlapping_calls).await?;
+    for callers in crate::lifecycle::CALLERS {
+        crate::lifecycle::overlapping_calls(&mut report, options.overlapping_calls, callers)
+            .await?;
+    }
     progress("runtime shutdown");
     crate::lifecycle::shutdown(&mut report, options.shutdowns).await?;
 

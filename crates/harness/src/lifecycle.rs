@@ -19,23 +19,30 @@ use crate::report::rate;
 use crate::report::time;
 use crate::samples::Samples;
 
-/// Callers making overlapping calls on one session at once.
-const CALLERS: usize = 8;
+/// How many callers make overlapping calls on one session at once: a few
+/// (an agent's parallel tool calls), and so many that released shells fill
+/// the 128-shell limit and calls wait for them (`sessions.shell_wait_ms`).
+pub(crate) const CALLERS: [usize; 2] = [8, 100];
 /// The shutdown figure's bound: a runtime whose one shell is idle.
 const SHUTDOWN_TARGET: Duration = Duration::from_millis(100);
 
-/// `calls` overlapping `true` calls on one session from [`CALLERS`]
-/// callers: how many were refused for want of a shell, and the rate.
-pub(crate) async fn overlapping_calls(report: &mut Report, calls: usize) -> std::io::Result<()> {
+/// `calls` overlapping `true` calls on one session from `callers` callers
+/// (one of [`CALLERS`]): how many were refused for want of a shell, and
+/// the rate.
+pub(crate) async fn overlapping_calls(
+    report: &mut Report,
+    calls: usize,
+    callers: usize,
+) -> std::io::Result<()> {
     let runtime = Runtime::start(Config::default()).await.map_err(err)?;
     let session = runtime.session("overlapping").await.map_err(err)?;
     session.run(RunRequest::new("true")).await.map_err(err)?;
     let started = Instant::now();
-    let mut callers = tokio::task::JoinSet::new();
-    for caller in 0..CALLERS {
+    let mut tasks = tokio::task::JoinSet::new();
+    for caller in 0..callers {
         let session = session.clone();
-        let share = calls / CALLERS + usize::from(caller < calls % CALLERS);
-        callers.spawn(async move {
+        let share = calls / callers + usize::from(caller < calls % callers);
+        tasks.spawn(async move {
             let mut refused = 0usize;
             for _ in 0..share {
                 match session.run(RunRequest::new("true")).await {
@@ -48,20 +55,20 @@ pub(crate) async fn overlapping_calls(report: &mut Report, calls: usize) -> std:
         });
     }
     let mut refused = 0;
-    while let Some(joined) = callers.join_next().await {
+    while let Some(joined) = tasks.join_next().await {
         refused += joined.map_err(err)??;
     }
     let wall = started.elapsed();
     runtime.shutdown().await;
     report.add(figure(
-        &format!("{calls} overlapping calls on one session from {CALLERS} callers: refused"),
+        &format!("{calls} overlapping calls on one session from {callers} callers: refused"),
         refused as f64,
         "calls",
         None,
         Some(("none".to_owned(), refused == 0)),
     ));
     report.add(rate(
-        &format!("{calls} overlapping calls on one session from {CALLERS} callers"),
+        &format!("{calls} overlapping calls on one session from {callers} callers"),
         calls as f64 / wall.as_secs_f64(),
         "calls/s",
         None,
