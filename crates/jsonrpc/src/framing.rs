@@ -50,6 +50,13 @@ impl Oversized {
 pub struct LineReader<R> {
     reader: BufReader<R>,
     max: usize,
+    /// The line read so far (kept here, not in [`LineReader::next_line`],
+    /// so that a read cancelled midway loses nothing).
+    line: Vec<u8>,
+    /// What is kept of the line so far once it is over the limit.
+    oversized: Option<Oversized>,
+    /// Bytes of the line so far.
+    seen: usize,
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
@@ -58,21 +65,25 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         Self {
             reader: BufReader::new(reader),
             max,
+            line: Vec::new(),
+            oversized: None,
+            seen: 0,
         }
     }
 
-    /// The next line.
+    /// The next line. Cancel-safe: a call dropped before it returns (in a
+    /// `select!`) leaves what it read for the next call.
     ///
     /// # Errors
     /// A read error of the underlying stream.
     pub async fn next_line(&mut self) -> std::io::Result<Line> {
-        let mut line = Vec::new();
-        let mut oversized: Option<Oversized> = None;
-        let mut seen = 0usize;
         loop {
+            // The one await; what follows it up to `consume` is synchronous.
             let buffer = self.reader.fill_buf().await?;
             if buffer.is_empty() {
-                return Ok(match (seen, oversized) {
+                let seen = std::mem::take(&mut self.seen);
+                let line = std::mem::take(&mut self.line);
+                return Ok(match (seen, self.oversized.take()) {
                     (0, _) => Line::Eof,
                     (_, Some(oversized)) => Line::TooLong(oversized),
                     (_, None) => Line::Text(trim_cr(line)),
@@ -82,31 +93,32 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 Some(end) => (end, true),
                 None => (buffer.len(), false),
             };
-            seen += take;
-            match oversized.as_mut() {
-                None if line.len() + take > self.max => {
-                    line.extend_from_slice(&buffer[..take]);
-                    let head = line[..line.len().min(KEPT_BYTES)].to_vec();
+            self.seen += take;
+            match self.oversized.as_mut() {
+                None if self.line.len() + take > self.max => {
+                    self.line.extend_from_slice(&buffer[..take]);
+                    let head = self.line[..self.line.len().min(KEPT_BYTES)].to_vec();
                     let mut kept = Oversized {
-                        len: seen,
+                        len: self.seen,
                         head,
                         tail: Vec::new(),
                     };
-                    keep_tail(&mut kept.tail, &line);
-                    oversized = Some(kept);
-                    line = Vec::new();
+                    keep_tail(&mut kept.tail, &self.line);
+                    self.oversized = Some(kept);
+                    self.line = Vec::new();
                 }
-                None => line.extend_from_slice(&buffer[..take]),
+                None => self.line.extend_from_slice(&buffer[..take]),
                 Some(kept) => {
-                    kept.len = seen;
+                    kept.len = self.seen;
                     keep_tail(&mut kept.tail, &buffer[..take]);
                 }
             }
             self.reader.consume(if done { take + 1 } else { take });
             if done {
-                return Ok(match oversized {
+                self.seen = 0;
+                return Ok(match self.oversized.take() {
                     Some(oversized) => Line::TooLong(oversized),
-                    None => Line::Text(trim_cr(line)),
+                    None => Line::Text(trim_cr(std::mem::take(&mut self.line))),
                 });
             }
         }
@@ -260,6 +272,8 @@ fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[tokio::test]
@@ -323,6 +337,42 @@ mod tests {
             assert_eq!(oversized.tail, line.as_bytes()[line.len() - KEPT_BYTES..]);
             assert_eq!(oversized.request_id(), id, "{}", &line[..40]);
             assert_eq!(lines.next_line().await.unwrap(), Line::Text(b"{}".to_vec()));
+        }
+    }
+
+    /// A read dropped midway (as in a `select!`) loses none of its line,
+    /// short or over the limit.
+    #[tokio::test]
+    async fn a_read_cancelled_midway_loses_nothing() {
+        let (mut writer, reader) = tokio::io::duplex(64);
+        let mut lines = LineReader::new(reader, 8);
+        for (pieces, expected) in [
+            (
+                vec![&b"{\"a\""[..], &b":1}\n"[..]],
+                Line::Text(b"{\"a\":1}".to_vec()),
+            ),
+            (
+                vec![&b"0123456"[..], &b"789AB"[..], &b"C\n"[..]],
+                Line::TooLong(Oversized {
+                    len: 13,
+                    // The head is the line as far as it read when it went
+                    // over the limit.
+                    head: b"0123456789AB".to_vec(),
+                    tail: b"0123456789ABC".to_vec(),
+                }),
+            ),
+        ] {
+            let (last, first) = pieces.split_last().unwrap();
+            for piece in first {
+                use tokio::io::AsyncWriteExt;
+                writer.write_all(piece).await.unwrap();
+                // The read takes the piece and waits for more: cancelled.
+                let read = tokio::time::timeout(Duration::from_millis(20), lines.next_line());
+                assert!(read.await.is_err());
+            }
+            use tokio::io::AsyncWriteExt;
+            writer.write_all(last).await.unwrap();
+            assert_eq!(lines.next_line().await.unwrap(), expected);
         }
     }
 
