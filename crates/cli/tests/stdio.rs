@@ -234,3 +234,61 @@ fn mcp_on_a_socket_pair_initializes_and_runs_a_command() {
     input.shutdown(std::net::Shutdown::Write).unwrap();
     wait_exit(&mut child);
 }
+
+/// What an MCP client may send that is no request it can be answered for
+/// gets an answer, never silence; a notification gets none. A request
+/// split across two writes, with an answer going out between them (rmcp
+/// then drops its read midway), is read whole.
+#[test]
+fn mcp_answers_lines_it_cannot_read_and_keeps_a_line_split_across_an_answer() {
+    let (mut child, mut input, mut output) = on_a_socket_pair("mcp");
+    // An answer that never comes fails the test rather than hanging it.
+    output
+        .get_ref()
+        .set_read_timeout(Some(EXIT_DEADLINE))
+        .unwrap();
+    let mut send = |line: &str| {
+        input.write_all(line.as_bytes()).unwrap();
+        input.flush().unwrap();
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "stdio-test", "version": "0"},
+    }});
+    send(&format!("{init}\n"));
+    read_answers(&mut output, 1);
+    send("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    // Not JSON: a parse error, with no id to give.
+    send("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\"\n");
+    let answer = &read_answers(&mut output, 1)[0];
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    // A notification of the wrong shape is not answered; the request after
+    // it is, with the error for its own wrong shape and its id.
+    send("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":7}\n");
+    send("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":7}\n");
+    let answer = &read_answers(&mut output, 1)[0];
+    assert_eq!(answer["id"], 3, "{answer}");
+    assert!(answer["error"]["code"].is_i64(), "{answer}");
+    // The split request.
+    let slow = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "bash", "arguments": {"command": "sleep 0.5; echo slow"},
+    }});
+    send(&format!("{slow}\n"));
+    let ping = "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}\n";
+    let (first, rest) = ping.split_at(ping.len() / 2);
+    send(first);
+    let answer = &read_answers(&mut output, 1)[0];
+    assert_eq!(answer["id"], 4, "{answer}");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with("slow\n"), "{answer}");
+    send(rest);
+    let answer = &read_answers(&mut output, 1)[0];
+    assert_eq!(answer["id"], 5, "{answer}");
+    assert!(answer["result"].is_object(), "{answer}");
+    input.shutdown(std::net::Shutdown::Write).unwrap();
+    wait_exit(&mut child);
+}

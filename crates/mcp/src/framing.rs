@@ -1,135 +1,207 @@
-//! The connection's line framing, in front of rmcp: rmcp drops a message
-//! over its size limit with only a log line, so a client that sent one
-//! would wait forever. Here every line is read with the limit first; one
-//! over it is answered with a JSON-RPC error (`-32600`, the limit in its
-//! message, the request's `id` when its first or last bytes show it), and
-//! everything else passes to rmcp unchanged. Answers are written between
-//! rmcp's own lines, never inside one.
+//! The connection's line framing, rmcp-free: rmcp's own stdio transport
+//! drops a message over its size limit with only a log line, and ignores
+//! one that is not JSON, so a client that sent either would wait forever.
+//! Here every line is read with the limit first ([`LineReader`]); one over
+//! it is answered with a JSON-RPC error (`-32600`, the limit in its message,
+//! the request's `id` when its first or last bytes show it), as is a line
+//! that is no MCP message ([`unreadable`]). Answers and rmcp's messages go
+//! out through one [`LineWriter`], a whole line at a time.
+//!
+//! The transport that puts these in front of rmcp is
+//! `server::transport`: it reads and writes in rmcp's own tasks, with no
+//! relay of its own between the connection and rmcp.
 
+use bytes::Buf;
+use bytes::BytesMut;
+use serde_json::Value;
 use serde_json::json;
-use shellvisor_jsonrpc::framing::Line;
-use shellvisor_jsonrpc::framing::LineReader;
 use shellvisor_jsonrpc::framing::Oversized;
-use tokio::io::AsyncRead;
-use tokio::io::AsyncReadExt;
 use tokio::io::AsyncWrite;
 use tokio::io::AsyncWriteExt;
-use tokio::io::DuplexStream;
-use tokio::sync::mpsc;
 
 /// Largest request, in bytes (without its newline): rmcp's own default, so
 /// what passes here passes there.
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
-/// Buffer of each in-memory pipe between the connection and rmcp.
-const PIPE_BYTES: usize = 256 * 1024;
 
-/// rmcp's side of the connection: what it reads and where it writes.
-pub(crate) type RmcpIo = (DuplexStream, DuplexStream);
-
-/// Puts the framing between `input`/`output` and rmcp; the tasks end when
-/// `input` ends and rmcp has closed its side.
-pub(crate) fn bounded<R, W>(input: R, output: W) -> RmcpIo
-where
-    R: AsyncRead + Send + Unpin + 'static,
-    W: AsyncWrite + Send + Unpin + 'static,
-{
-    let (to_rmcp, rmcp_reads) = tokio::io::duplex(PIPE_BYTES);
-    let (rmcp_writes, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
-    let (answers, pending) = mpsc::unbounded_channel();
-    tokio::spawn(read_requests(input, to_rmcp, answers));
-    tokio::spawn(write_answers(from_rmcp, output, pending));
-    (rmcp_reads, rmcp_writes)
-}
-
-/// Passes lines within the limit to rmcp; answers the others.
-async fn read_requests<R: AsyncRead + Unpin>(
-    input: R,
-    mut to_rmcp: DuplexStream,
-    answers: mpsc::UnboundedSender<Vec<u8>>,
-) {
-    let mut lines = LineReader::new(input, MAX_REQUEST_BYTES);
-    loop {
-        match lines.next_line().await {
-            Ok(Line::Text(mut line)) => {
-                line.push(b'\n');
-                if to_rmcp.write_all(&line).await.is_err() {
-                    return;
-                }
-            }
-            Ok(Line::TooLong(oversized)) => {
-                tracing::warn!(
-                    bytes = oversized.len,
-                    "request over the size limit answered with an error"
-                );
-                let _ = answers.send(too_large(&oversized));
-            }
-            Ok(Line::Eof) => break,
-            Err(err) => {
-                tracing::debug!(%err, "reading the connection failed");
-                break;
-            }
-        }
-    }
-    // rmcp sees the end of its input and ends the connection.
-    let _ = to_rmcp.shutdown().await;
-}
+/// `-32700`: the line is not JSON.
+const PARSE_ERROR: i64 = -32700;
+/// `-32600`: JSON, but not a request this server reads.
+const INVALID_REQUEST: i64 = -32600;
 
 /// The error answer to an oversized request, one line.
-fn too_large(oversized: &Oversized) -> Vec<u8> {
-    let answer = json!({
-        "jsonrpc": "2.0",
-        "id": oversized.request_id(),
-        "error": {
-            "code": -32600,
-            "message": format!(
-                "request too large: {} bytes (limit {MAX_REQUEST_BYTES} bytes per message)",
-                oversized.len
-            ),
-            "data": { "limit_bytes": MAX_REQUEST_BYTES, "request_bytes": oversized.len },
-        },
-    });
+pub(crate) fn too_large(oversized: &Oversized) -> Vec<u8> {
+    error_line(
+        oversized.request_id(),
+        INVALID_REQUEST,
+        &format!(
+            "request too large: {} bytes (limit {MAX_REQUEST_BYTES} bytes per message)",
+            oversized.len
+        ),
+        Some(json!({ "limit_bytes": MAX_REQUEST_BYTES, "request_bytes": oversized.len })),
+    )
+}
+
+/// The answer to a line rmcp could not read as an MCP message (`why`: its
+/// parser's error), or `None` when none is due: a notification (it has no
+/// `id`) is never answered, whatever is wrong with it. A line that is not
+/// JSON gets `-32700`; a request of the wrong shape `-32600` with its `id`.
+pub(crate) fn unreadable(line: &[u8], why: &serde_json::Error) -> Option<Vec<u8>> {
+    let Ok(value) = serde_json::from_slice::<Value>(line) else {
+        return Some(error_line(
+            None,
+            PARSE_ERROR,
+            &format!("parse error: {why}"),
+            None,
+        ));
+    };
+    let id = value.get("id");
+    if value.get("method").is_some() && id.is_none() {
+        return None;
+    }
+    let id = id.filter(|id| id.is_number() || id.is_string()).cloned();
+    Some(error_line(
+        id,
+        INVALID_REQUEST,
+        &format!("invalid request: {why}"),
+        None,
+    ))
+}
+
+/// A JSON-RPC error answer, one line.
+fn error_line(id: Option<Value>, code: i64, message: &str, data: Option<Value>) -> Vec<u8> {
+    let mut error = json!({ "code": code, "message": message });
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    let answer = json!({ "jsonrpc": "2.0", "id": id, "error": error });
     let mut line = answer.to_string().into_bytes();
     line.push(b'\n');
     line
 }
 
-/// Copies rmcp's output to the connection, putting framing answers between
-/// its lines.
-async fn write_answers<W: AsyncWrite + Unpin>(
-    mut from_rmcp: DuplexStream,
-    mut output: W,
-    mut pending: mpsc::UnboundedReceiver<Vec<u8>>,
-) {
-    let mut buf = vec![0u8; 64 * 1024];
-    // Whether the last byte written ended one of rmcp's lines.
-    let mut between_lines = true;
-    let mut answers_open = true;
-    loop {
-        tokio::select! {
-            read = from_rmcp.read(&mut buf) => match read {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if output.write_all(&buf[..n]).await.is_err() || output.flush().await.is_err() {
-                        return;
-                    }
-                    between_lines = buf[n - 1] == b'\n';
-                }
-            },
-            answer = pending.recv(), if between_lines && answers_open => match answer {
-                Some(answer) => {
-                    if output.write_all(&answer).await.is_err() || output.flush().await.is_err() {
-                        return;
-                    }
-                }
-                None => answers_open = false,
-            },
+/// The connection's output: whole lines are queued and then written, so
+/// lines never interleave, and a write cancelled midway (in a `select!`)
+/// leaves what it did not write queued for the next [`LineWriter::flush`].
+#[derive(Debug)]
+pub(crate) struct LineWriter<W> {
+    output: W,
+    queued: BytesMut,
+}
+
+impl<W: AsyncWrite + Unpin> LineWriter<W> {
+    pub(crate) fn new(output: W) -> Self {
+        Self {
+            output,
+            queued: BytesMut::new(),
         }
     }
-    // rmcp is done; answers still queued go out before the connection ends.
-    if between_lines {
-        while let Ok(answer) = pending.try_recv() {
-            let _ = output.write_all(&answer).await;
+
+    /// Queues one line (`line` ends with its newline).
+    pub(crate) fn queue(&mut self, line: &[u8]) {
+        self.queued.extend_from_slice(line);
+    }
+
+    /// Queues `message` as one JSON line; nothing is queued if it cannot be
+    /// encoded.
+    ///
+    /// # Errors
+    /// When `message` cannot be encoded as JSON.
+    pub(crate) fn queue_json(&mut self, message: &impl serde::Serialize) -> std::io::Result<()> {
+        let start = self.queued.len();
+        let mut writer = bytes::BufMut::writer(std::mem::take(&mut self.queued));
+        let encoded = serde_json::to_writer(&mut writer, message);
+        self.queued = writer.into_inner();
+        match encoded {
+            Ok(()) => {
+                self.queued.extend_from_slice(b"\n");
+                Ok(())
+            }
+            Err(err) => {
+                self.queued.truncate(start);
+                Err(std::io::Error::other(err))
+            }
         }
     }
-    let _ = output.flush().await;
+
+    /// Writes everything queued and flushes the output.
+    ///
+    /// # Errors
+    /// When the output fails (the client went away).
+    pub(crate) async fn flush(&mut self) -> std::io::Result<()> {
+        while !self.queued.is_empty() {
+            // Cancel-safe: a write either took bytes (and they leave the
+            // queue at once) or took none.
+            let written = self.output.write(&self.queued).await?;
+            if written == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            self.queued.advance(written);
+        }
+        self.output.flush().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    fn answer(line: &[u8]) -> Option<Value> {
+        let why = serde_json::from_slice::<u8>(line).unwrap_err();
+        unreadable(line, &why).map(|line| serde_json::from_slice(&line).unwrap())
+    }
+
+    #[test]
+    fn unreadable_lines_are_answered_unless_they_are_notifications() {
+        let not_json = answer(b"{oops").unwrap();
+        assert_eq!(not_json["error"]["code"], -32700, "{not_json}");
+        assert_eq!(not_json["id"], Value::Null);
+        let request = answer(br#"{"jsonrpc":"2.0","id":"r-1","method":"tools/call","params":7}"#);
+        let request = request.unwrap();
+        assert_eq!(request["error"]["code"], -32600, "{request}");
+        assert_eq!(request["id"], "r-1");
+        let no_method = answer(br#"{"id":3}"#).unwrap();
+        assert_eq!(no_method["id"], 3, "{no_method}");
+        let odd_id = answer(br#"{"id":[1],"method":"m"}"#).unwrap();
+        assert_eq!(odd_id["id"], Value::Null, "{odd_id}");
+        assert_eq!(
+            answer(br#"{"jsonrpc":"2.0","method":"notifications/x","params":1}"#),
+            None
+        );
+    }
+
+    /// A flush cancelled while the output is full loses and repeats
+    /// nothing: the next one writes the rest.
+    #[tokio::test]
+    async fn a_cancelled_flush_leaves_the_rest_queued() {
+        let (output, mut input) = tokio::io::duplex(16);
+        let mut writer = LineWriter::new(output);
+        writer.queue_json(&json!({ "a": "x".repeat(40) })).unwrap();
+        writer.queue(b"second\n");
+        let cancelled = tokio::time::timeout(std::time::Duration::from_millis(20), writer.flush());
+        assert!(cancelled.await.is_err(), "the pipe holds 16 bytes");
+        let reader = tokio::spawn(async move {
+            let mut all = Vec::new();
+            input.read_to_end(&mut all).await.unwrap();
+            all
+        });
+        writer.flush().await.unwrap();
+        drop(writer);
+        let all = String::from_utf8(reader.await.unwrap()).unwrap();
+        assert_eq!(all, format!("{{\"a\":\"{}\"}}\nsecond\n", "x".repeat(40)));
+    }
+
+    #[test]
+    fn a_message_that_cannot_be_encoded_queues_nothing() {
+        let (output, _input) = tokio::io::duplex(16);
+        let mut writer = LineWriter::new(output);
+        writer.queue(b"kept\n");
+        let mut bad = std::collections::HashMap::new();
+        bad.insert(vec![1u8], 1);
+        assert!(writer.queue_json(&bad).is_err());
+        assert_eq!(&writer.queued[..], b"kept\n");
+    }
 }

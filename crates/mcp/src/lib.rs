@@ -13,7 +13,9 @@
 //! `bash` call that goes to the background.
 //!
 //! A request over [`MAX_REQUEST_BYTES`] is answered with a JSON-RPC error
-//! (`-32600`) that carries its `id` when its first or last bytes show it.
+//! (`-32600`) that carries its `id` when its first or last bytes show it; a
+//! line that is not JSON with `-32700`, a request of the wrong shape with
+//! `-32600` and its `id` (a notification is never answered).
 //!
 //! All `rmcp` types stay inside the `server` module, so the next major
 //! version of the SDK is a local change.

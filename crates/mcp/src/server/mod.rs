@@ -3,6 +3,7 @@
 mod http;
 mod subscriptions;
 mod tasks;
+mod transport;
 
 pub use http::HTTP_PATH;
 pub use http::HttpOptions;
@@ -57,8 +58,6 @@ use shellvisor::Runtime;
 use shellvisor::Session;
 use shellvisor::SessionEvent;
 
-use crate::framing;
-use crate::framing::MAX_REQUEST_BYTES;
 use crate::resources::ResourceUri;
 use crate::resources::read_artifact;
 use crate::resources::read_job;
@@ -156,10 +155,7 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let server = ShellServer::new(runtime.clone(), options);
-    let (read, write) = framing::bounded(io.0, io.1);
-    // The framing enforces the limit (and answers what is over it).
-    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(read, write)
-        .with_max_line_length(MAX_REQUEST_BYTES + 1);
+    let transport = transport::LineTransport::new(io.0, io.1);
     let served = match server.serve(transport).await {
         Ok(running) => running
             .waiting()
