@@ -8,10 +8,12 @@
 //! - `reactor`: non-blocking pipes driven by epoll, as `stdio()` gives them.
 //!
 //! And a server of `shellvisor_jsonrpc::serve`'s shape (a read loop that
-//! spawns a task per line, which hands its answer to a writer task) under a
-//! blocking client thread, two ways: the read loop run by `block_on` on the
-//! calling thread, which drives no I/O (the binary's servers before they
-//! were spawned onto a worker), against the same loop spawned as a task.
+//! spawns a task per line) under a blocking client thread, three ways: the
+//! read loop run by `block_on` on the calling thread, which drives no I/O
+//! (the binary's servers before they were spawned onto a worker), against
+//! the same loop spawned as a task, each task handing its answer to a
+//! writer task; and spawned, each task writing its answer itself through a
+//! shared writer behind a mutex (`serve`'s outbox now).
 //!
 //! `cargo bench -p shellvisor-benches --bench stdio_transport`
 
@@ -160,44 +162,76 @@ fn stdio_transport(c: &mut Criterion) {
     group.finish();
 }
 
+/// How a server of `serve`'s shape gets its answers out.
+#[derive(Clone, Copy)]
+enum Answers {
+    /// Each request's task hands its answer to a writer task (`serve`
+    /// before its outbox).
+    ThroughAWriterTask,
+    /// Each request's task writes its answer itself, through a shared
+    /// writer behind a mutex (`serve`'s outbox).
+    ByTheirTask,
+}
+
 /// A server of `shellvisor_jsonrpc::serve`'s shape on the reactor: the read
-/// loop spawns a task per line, which hands the line (the answer) to the
-/// writer task. Ends at end of input.
-async fn serve_lines(input: OwnedFd, output: OwnedFd) {
+/// loop spawns a task per line, whose answer (the line) goes out as
+/// `answers` says. Ends at end of input.
+async fn serve_lines(input: OwnedFd, output: OwnedFd, answers: Answers) {
     let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(input).unwrap();
     let mut writer = tokio::net::unix::pipe::Sender::from_owned_fd(output).unwrap();
-    let (outbox, mut inbox) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
-    let written = tokio::spawn(async move {
-        while let Some(line) = inbox.recv().await {
-            writer.write_all(&line).await.unwrap();
-        }
-    });
     let mut reader = tokio::io::BufReader::new(reader);
-    loop {
-        let mut line = Vec::new();
-        if reader.read_until(b'\n', &mut line).await.unwrap() == 0 {
-            break;
+    match answers {
+        Answers::ThroughAWriterTask => {
+            let (outbox, mut inbox) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+            let written = tokio::spawn(async move {
+                while let Some(line) = inbox.recv().await {
+                    writer.write_all(&line).await.unwrap();
+                }
+            });
+            while let Some(line) = next_line(&mut reader).await {
+                let outbox = outbox.clone();
+                tokio::spawn(async move { outbox.send(line).await.unwrap() });
+            }
+            drop(outbox);
+            written.await.unwrap();
         }
-        let outbox = outbox.clone();
-        tokio::spawn(async move { outbox.send(line).await.unwrap() });
+        Answers::ByTheirTask => {
+            let shared = std::sync::Arc::new(tokio::sync::Mutex::new(writer));
+            let mut running = tokio::task::JoinSet::new();
+            while let Some(line) = next_line(&mut reader).await {
+                let shared = std::sync::Arc::clone(&shared);
+                running.spawn(async move { shared.lock().await.write_all(&line).await.unwrap() });
+            }
+            while running.join_next().await.is_some() {}
+        }
     }
-    drop(outbox);
-    written.await.unwrap();
+}
+
+async fn next_line(
+    reader: &mut tokio::io::BufReader<tokio::net::unix::pipe::Receiver>,
+) -> Option<Vec<u8>> {
+    let mut line = Vec::new();
+    (reader.read_until(b'\n', &mut line).await.unwrap() > 0).then_some(line)
 }
 
 /// `iters` round trips of a blocking client thread against `serve_lines`,
 /// run by `block_on` itself or spawned onto a worker.
-fn against_server(runtime: &tokio::runtime::Runtime, iters: u64, spawned: bool) -> Duration {
+fn against_server(
+    runtime: &tokio::runtime::Runtime,
+    iters: u64,
+    spawned: bool,
+    answers: Answers,
+) -> Duration {
     let (requests_read, requests) = pipe_pair();
     let (echoes, echoes_write) = pipe_pair();
     let client = std::thread::spawn(move || blocking_round_trips(requests, echoes, iters));
     runtime.block_on(async move {
         if spawned {
-            tokio::spawn(serve_lines(requests_read, echoes_write))
+            tokio::spawn(serve_lines(requests_read, echoes_write, answers))
                 .await
                 .unwrap();
         } else {
-            serve_lines(requests_read, echoes_write).await;
+            serve_lines(requests_read, echoes_write, answers).await;
         }
     });
     client.join().unwrap()
@@ -210,12 +244,13 @@ fn server_loop(c: &mut Criterion) {
         .build()
         .unwrap();
     let mut group = c.benchmark_group("server_loop");
-    for (name, spawned) in [
-        ("read_loop_in_block_on", false),
-        ("read_loop_on_a_worker", true),
+    for (name, spawned, answers) in [
+        ("read_loop_in_block_on", false, Answers::ThroughAWriterTask),
+        ("read_loop_on_a_worker", true, Answers::ThroughAWriterTask),
+        ("answers_written_by_their_task", true, Answers::ByTheirTask),
     ] {
         group.bench_function(name, |b| {
-            b.iter_custom(|iters| against_server(&runtime, iters, spawned));
+            b.iter_custom(|iters| against_server(&runtime, iters, spawned, answers));
         });
     }
     group.finish();

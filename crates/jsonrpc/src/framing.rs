@@ -7,9 +7,13 @@
 //! [`request_id`] recovers the request's `id` so the error answer reaches
 //! the caller that waits for it.
 
+use bytes::Buf;
+use bytes::BytesMut;
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 use tokio::io::AsyncRead;
+use tokio::io::AsyncWrite;
+use tokio::io::AsyncWriteExt;
 use tokio::io::BufReader;
 
 /// How much of an oversized line's start and end is kept to find its `id`.
@@ -122,6 +126,69 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 });
             }
         }
+    }
+}
+
+/// The connection's output: whole lines are queued and then written, so
+/// lines never interleave, and a write cancelled midway (in a `select!`)
+/// leaves what it did not write queued for the next [`LineWriter::flush`].
+#[derive(Debug)]
+pub struct LineWriter<W> {
+    output: W,
+    queued: BytesMut,
+}
+
+impl<W: AsyncWrite + Unpin> LineWriter<W> {
+    /// Writes lines to `output`.
+    pub fn new(output: W) -> Self {
+        Self {
+            output,
+            queued: BytesMut::new(),
+        }
+    }
+
+    /// Queues one line (`line` ends with its newline).
+    pub fn queue(&mut self, line: &[u8]) {
+        self.queued.extend_from_slice(line);
+    }
+
+    /// Queues `message` as one JSON line; nothing is queued if it cannot be
+    /// encoded.
+    ///
+    /// # Errors
+    /// When `message` cannot be encoded as JSON.
+    pub fn queue_json(&mut self, message: &impl serde::Serialize) -> std::io::Result<()> {
+        let start = self.queued.len();
+        let mut writer = bytes::BufMut::writer(std::mem::take(&mut self.queued));
+        let encoded = serde_json::to_writer(&mut writer, message);
+        self.queued = writer.into_inner();
+        match encoded {
+            Ok(()) => {
+                self.queued.extend_from_slice(b"\n");
+                Ok(())
+            }
+            Err(err) => {
+                self.queued.truncate(start);
+                Err(std::io::Error::other(err))
+            }
+        }
+    }
+
+    /// Writes everything queued and flushes the output.
+    ///
+    /// # Errors
+    /// When the output fails (the client went away).
+    pub async fn flush(&mut self) -> std::io::Result<()> {
+        while !self.queued.is_empty() {
+            // Cancel-safe: a write either took bytes (and they leave the
+            // queue at once) or took none.
+            let written = self.output.write(&self.queued).await?;
+            if written == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            self.queued.advance(written);
+        }
+        self.output.flush().await
     }
 }
 
@@ -274,6 +341,8 @@ fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
 mod tests {
     use std::time::Duration;
 
+    use tokio::io::AsyncReadExt;
+
     use super::*;
 
     #[tokio::test]
@@ -374,6 +443,40 @@ mod tests {
             writer.write_all(last).await.unwrap();
             assert_eq!(lines.next_line().await.unwrap(), expected);
         }
+    }
+
+    /// A flush cancelled while the output is full loses and repeats
+    /// nothing: the next one writes the rest.
+    #[tokio::test]
+    async fn a_cancelled_flush_leaves_the_rest_queued() {
+        let (output, mut input) = tokio::io::duplex(16);
+        let mut writer = LineWriter::new(output);
+        writer
+            .queue_json(&serde_json::json!({ "a": "x".repeat(40) }))
+            .unwrap();
+        writer.queue(b"second\n");
+        let cancelled = tokio::time::timeout(std::time::Duration::from_millis(20), writer.flush());
+        assert!(cancelled.await.is_err(), "the pipe holds 16 bytes");
+        let reader = tokio::spawn(async move {
+            let mut all = Vec::new();
+            input.read_to_end(&mut all).await.unwrap();
+            all
+        });
+        writer.flush().await.unwrap();
+        drop(writer);
+        let all = String::from_utf8(reader.await.unwrap()).unwrap();
+        assert_eq!(all, format!("{{\"a\":\"{}\"}}\nsecond\n", "x".repeat(40)));
+    }
+
+    #[test]
+    fn a_message_that_cannot_be_encoded_queues_nothing() {
+        let (output, _input) = tokio::io::duplex(16);
+        let mut writer = LineWriter::new(output);
+        writer.queue(b"kept\n");
+        let mut bad = std::collections::HashMap::new();
+        bad.insert(vec![1u8], 1);
+        assert!(writer.queue_json(&bad).is_err());
+        assert_eq!(&writer.queued[..], b"kept\n");
     }
 
     /// `bytes` delivered `chunk` bytes per read.

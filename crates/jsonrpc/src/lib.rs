@@ -18,6 +18,7 @@
 mod envelope;
 pub mod framing;
 mod methods;
+mod outbox;
 mod server;
 pub mod stdio;
 

@@ -13,13 +13,10 @@ use shellvisor::Session;
 use shellvisor::SessionEvent;
 use tokio::io::AsyncRead;
 use tokio::io::AsyncWrite;
-use tokio::io::AsyncWriteExt;
-use tokio::sync::mpsc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::task::JoinSet;
 
-use crate::envelope::INTERNAL_ERROR;
 use crate::envelope::INVALID_REQUEST;
 use crate::envelope::PARSE_ERROR;
 use crate::envelope::RpcError;
@@ -31,9 +28,8 @@ use crate::framing::Line;
 use crate::framing::LineReader;
 use crate::methods;
 use crate::methods::RuntimeInfo;
+use crate::outbox::Outbox;
 
-/// Messages queued for the writer before producers wait.
-const OUTBOX: usize = 1024;
 /// How long requests still running at end of input may take to finish.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -69,7 +65,7 @@ impl Default for ServeOptions {
 #[derive(Debug)]
 pub(crate) struct Connection {
     runtime: Runtime,
-    outbox: mpsc::Sender<Value>,
+    outbox: Arc<Outbox>,
     subscriptions: Mutex<HashMap<String, JoinHandle<()>>>,
     /// Forwarders of single runs' notifications (`notify_on`), each ending
     /// with its run; aborted with the connection.
@@ -130,7 +126,7 @@ impl Connection {
         job_id: shellvisor::JobId,
         kinds: Vec<methods::NotifyOn>,
     ) {
-        let outbox = self.outbox.clone();
+        let outbox = Arc::clone(&self.outbox);
         let session_id = id.to_owned();
         let task = tokio::spawn(async move {
             while let Some(event) = events.recv().await {
@@ -140,7 +136,7 @@ impl Connection {
                 let finished = matches!(event, SessionEvent::JobFinished { .. });
                 if kinds.iter().any(|kind| kind.covers(&event))
                     && let Some((method, params)) = methods::event_note(&session_id, event)
-                    && outbox.send(notification(method, params)).await.is_err()
+                    && outbox.send(&notification(method, params)).await.is_err()
                 {
                     return;
                 }
@@ -165,14 +161,14 @@ impl Connection {
             return;
         }
         let mut events = session.subscribe();
-        let outbox = self.outbox.clone();
+        let outbox = Arc::clone(&self.outbox);
         let session_id = id.to_owned();
         let task = tokio::spawn(async move {
             while let Some(event) = events.recv().await {
                 let Some((method, params)) = methods::event_note(&session_id, event) else {
                     continue;
                 };
-                if outbox.send(notification(method, params)).await.is_err() {
+                if outbox.send(&notification(method, params)).await.is_err() {
                     return;
                 }
             }
@@ -210,11 +206,12 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (outbox, inbox) = mpsc::channel::<Value>(OUTBOX);
-    let writer = tokio::spawn(write_all(inbox, output));
+    // Every request's task writes its own answer: no writer task between
+    // them and the output.
+    let outbox = Arc::new(Outbox::new(output));
     let conn = Arc::new(Connection {
         runtime: runtime.clone(),
-        outbox: outbox.clone(),
+        outbox: Arc::clone(&outbox),
         subscriptions: Mutex::new(HashMap::new()),
         run_watches: Mutex::default(),
         closed: watch::Sender::new(false),
@@ -235,7 +232,7 @@ where
                     ),
                 );
                 let id = oversized.request_id().unwrap_or(Value::Null);
-                send(&outbox, error_response(id, error)).await;
+                answer_apart(&mut running, &outbox, error_response(id, error));
                 continue;
             }
             Ok(Line::Text(line)) => line,
@@ -248,15 +245,15 @@ where
             Ok(message) => message,
             Err(err) => {
                 let error = RpcError::new(PARSE_ERROR, format!("parse error: {err}"));
-                send(&outbox, error_response(Value::Null, error)).await;
+                answer_apart(&mut running, &outbox, error_response(Value::Null, error));
                 continue;
             }
         };
         let conn = Arc::clone(&conn);
-        let outbox = outbox.clone();
+        let outbox = Arc::clone(&outbox);
         running.spawn(async move {
             if let Some(answer) = answer(conn, message).await {
-                send(&outbox, answer).await;
+                let _ = outbox.send(&answer).await;
             }
         });
     };
@@ -279,9 +276,19 @@ where
     .await;
     running.abort_all();
     drop(conn);
-    drop(outbox);
-    let written = writer.await.unwrap_or(Ok(()));
-    read.and(written)
+    // What an aborted task left queued goes out; a failed write is the
+    // connection's error.
+    read.and(outbox.finish().await)
+}
+
+/// Sends the read loop's own answer from a task of its own: the loop never
+/// waits for the output (a client that writes all its requests before it
+/// reads an answer would then wait for the loop, and the loop for it).
+fn answer_apart(running: &mut JoinSet<()>, outbox: &Arc<Outbox>, answer: Value) {
+    let outbox = Arc::clone(outbox);
+    running.spawn(async move {
+        let _ = outbox.send(&answer).await;
+    });
 }
 
 /// The answer to one message (a request, a notification or a batch, whose
@@ -327,28 +334,4 @@ async fn handle(conn: &Connection, message: Value) -> Option<Value> {
         Ok(result) => response(id, result),
         Err(error) => error_response(id, error),
     })
-}
-
-async fn send(outbox: &mpsc::Sender<Value>, message: Value) {
-    let _ = outbox.send(message).await;
-}
-
-/// Writes each message as one line.
-async fn write_all<W: AsyncWrite + Unpin>(
-    mut inbox: mpsc::Receiver<Value>,
-    mut output: W,
-) -> std::io::Result<()> {
-    while let Some(message) = inbox.recv().await {
-        let mut line = serde_json::to_vec(&message).unwrap_or_else(|err| {
-            let error = RpcError::new(INTERNAL_ERROR, err.to_string());
-            serde_json::to_vec(&error_response(Value::Null, error)).unwrap_or_default()
-        });
-        line.push(b'\n');
-        output.write_all(&line).await?;
-        // Flush when nothing else is queued, so bursts go out together.
-        if inbox.is_empty() {
-            output.flush().await?;
-        }
-    }
-    output.flush().await
 }

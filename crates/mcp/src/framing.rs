@@ -5,19 +5,16 @@
 //! it is answered with a JSON-RPC error (`-32600`, the limit in its message,
 //! the request's `id` when its first or last bytes show it), as is a line
 //! that is no MCP message ([`unreadable`]). Answers and rmcp's messages go
-//! out through one [`LineWriter`], a whole line at a time.
+//! out through one [`shellvisor_jsonrpc::framing::LineWriter`], a whole
+//! line at a time.
 //!
 //! The transport that puts these in front of rmcp is
 //! `server::transport`: it reads and writes in rmcp's own tasks, with no
 //! relay of its own between the connection and rmcp.
 
-use bytes::Buf;
-use bytes::BytesMut;
 use serde_json::Value;
 use serde_json::json;
 use shellvisor_jsonrpc::framing::Oversized;
-use tokio::io::AsyncWrite;
-use tokio::io::AsyncWriteExt;
 
 /// Largest request, in bytes (without its newline): rmcp's own default, so
 /// what passes here passes there.
@@ -79,73 +76,9 @@ fn error_line(id: Option<Value>, code: i64, message: &str, data: Option<Value>) 
     line
 }
 
-/// The connection's output: whole lines are queued and then written, so
-/// lines never interleave, and a write cancelled midway (in a `select!`)
-/// leaves what it did not write queued for the next [`LineWriter::flush`].
-#[derive(Debug)]
-pub(crate) struct LineWriter<W> {
-    output: W,
-    queued: BytesMut,
-}
-
-impl<W: AsyncWrite + Unpin> LineWriter<W> {
-    pub(crate) fn new(output: W) -> Self {
-        Self {
-            output,
-            queued: BytesMut::new(),
-        }
-    }
-
-    /// Queues one line (`line` ends with its newline).
-    pub(crate) fn queue(&mut self, line: &[u8]) {
-        self.queued.extend_from_slice(line);
-    }
-
-    /// Queues `message` as one JSON line; nothing is queued if it cannot be
-    /// encoded.
-    ///
-    /// # Errors
-    /// When `message` cannot be encoded as JSON.
-    pub(crate) fn queue_json(&mut self, message: &impl serde::Serialize) -> std::io::Result<()> {
-        let start = self.queued.len();
-        let mut writer = bytes::BufMut::writer(std::mem::take(&mut self.queued));
-        let encoded = serde_json::to_writer(&mut writer, message);
-        self.queued = writer.into_inner();
-        match encoded {
-            Ok(()) => {
-                self.queued.extend_from_slice(b"\n");
-                Ok(())
-            }
-            Err(err) => {
-                self.queued.truncate(start);
-                Err(std::io::Error::other(err))
-            }
-        }
-    }
-
-    /// Writes everything queued and flushes the output.
-    ///
-    /// # Errors
-    /// When the output fails (the client went away).
-    pub(crate) async fn flush(&mut self) -> std::io::Result<()> {
-        while !self.queued.is_empty() {
-            // Cancel-safe: a write either took bytes (and they leave the
-            // queue at once) or took none.
-            let written = self.output.write(&self.queued).await?;
-            if written == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            self.queued.advance(written);
-        }
-        self.output.flush().await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-    use tokio::io::AsyncReadExt;
 
     use super::*;
 
@@ -171,37 +104,5 @@ mod tests {
             answer(br#"{"jsonrpc":"2.0","method":"notifications/x","params":1}"#),
             None
         );
-    }
-
-    /// A flush cancelled while the output is full loses and repeats
-    /// nothing: the next one writes the rest.
-    #[tokio::test]
-    async fn a_cancelled_flush_leaves_the_rest_queued() {
-        let (output, mut input) = tokio::io::duplex(16);
-        let mut writer = LineWriter::new(output);
-        writer.queue_json(&json!({ "a": "x".repeat(40) })).unwrap();
-        writer.queue(b"second\n");
-        let cancelled = tokio::time::timeout(std::time::Duration::from_millis(20), writer.flush());
-        assert!(cancelled.await.is_err(), "the pipe holds 16 bytes");
-        let reader = tokio::spawn(async move {
-            let mut all = Vec::new();
-            input.read_to_end(&mut all).await.unwrap();
-            all
-        });
-        writer.flush().await.unwrap();
-        drop(writer);
-        let all = String::from_utf8(reader.await.unwrap()).unwrap();
-        assert_eq!(all, format!("{{\"a\":\"{}\"}}\nsecond\n", "x".repeat(40)));
-    }
-
-    #[test]
-    fn a_message_that_cannot_be_encoded_queues_nothing() {
-        let (output, _input) = tokio::io::duplex(16);
-        let mut writer = LineWriter::new(output);
-        writer.queue(b"kept\n");
-        let mut bad = std::collections::HashMap::new();
-        bad.insert(vec![1u8], 1);
-        assert!(writer.queue_json(&bad).is_err());
-        assert_eq!(&writer.queued[..], b"kept\n");
     }
 }

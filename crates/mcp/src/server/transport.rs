@@ -17,10 +17,10 @@ use tokio::io::AsyncRead;
 use tokio::io::AsyncWrite;
 use tokio::sync::Mutex;
 
-use crate::framing::LineWriter;
 use crate::framing::MAX_REQUEST_BYTES;
 use crate::framing::too_large;
 use crate::framing::unreadable;
+use shellvisor_jsonrpc::framing::LineWriter;
 
 /// A byte order mark a client may put before its first message.
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
