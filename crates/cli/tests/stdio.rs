@@ -295,38 +295,49 @@ fn mcp_answers_lines_it_cannot_read_and_keeps_a_line_split_across_an_answer() {
 
 /// A client that writes all its lines before it reads an answer, far more
 /// than the pipes hold both ways: the server goes on reading while its
-/// answers wait for room (its read loop never waits for the output), so
+/// answers wait for room (its reader never waits for the output), so
 /// neither side blocks the other, and every line is answered.
 #[test]
-fn serve_reads_on_while_its_answers_wait_for_a_client_that_is_still_writing() {
+fn a_server_reads_on_while_its_answers_wait_for_a_client_that_is_still_writing() {
     const LINES: usize = 3_000;
-    let mut child = shellvisor(&["serve"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let output = BufReader::new(child.stdout.take().unwrap());
-    // 100 bytes a line that is not JSON (300 KB), each answered with a
-    // parse error (about 130 bytes: 390 KB).
-    let (written, done) = std::sync::mpsc::channel();
-    let writer = std::thread::spawn(move || {
-        let line = format!("{{{}\n", "x".repeat(98));
-        for _ in 0..LINES {
-            input.write_all(line.as_bytes()).unwrap();
+    for server in ["serve", "mcp"] {
+        let mut child = shellvisor(&[server])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        let mut output = BufReader::new(child.stdout.take().unwrap());
+        if server == "mcp" {
+            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "stdio-test", "version": "0"},
+            }});
+            input.write_all(format!("{init}\n").as_bytes()).unwrap();
+            read_answers(&mut output, 1);
         }
-        written.send(()).unwrap();
-        input
-    });
-    done.recv_timeout(EXIT_DEADLINE)
-        .expect("the server stopped reading while its answers waited");
-    drop(writer.join().unwrap());
-    let mut answered = 0;
-    for line in output.lines() {
-        let answer: Value = serde_json::from_str(&line.unwrap()).unwrap();
-        assert_eq!(answer["error"]["code"], -32700, "{answer}");
-        answered += 1;
+        // 100 bytes a line that is not JSON (300 KB), each answered with a
+        // parse error (over 100 bytes: more than 300 KB).
+        let (written, done) = std::sync::mpsc::channel();
+        let writer = std::thread::spawn(move || {
+            let line = format!("{{{}\n", "x".repeat(98));
+            for _ in 0..LINES {
+                input.write_all(line.as_bytes()).unwrap();
+            }
+            written.send(()).unwrap();
+            input
+        });
+        done.recv_timeout(EXIT_DEADLINE)
+            .unwrap_or_else(|_| panic!("{server} stopped reading while its answers waited"));
+        drop(writer.join().unwrap());
+        let mut answered = 0;
+        for line in output.lines() {
+            let answer: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            assert_eq!(answer["error"]["code"], -32700, "{server}: {answer}");
+            answered += 1;
+        }
+        assert_eq!(answered, LINES, "{server}");
+        wait_exit(&mut child);
     }
-    assert_eq!(answered, LINES);
-    wait_exit(&mut child);
 }

@@ -6,6 +6,7 @@
 //! through one writer, a whole line at a time.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::service::RxJsonRpcMessage;
@@ -16,12 +17,15 @@ use shellvisor_jsonrpc::framing::LineReader;
 use tokio::io::AsyncRead;
 use tokio::io::AsyncWrite;
 use tokio::sync::Mutex;
+use tokio::task::JoinSet;
 
 use crate::framing::MAX_REQUEST_BYTES;
 use crate::framing::too_large;
 use crate::framing::unreadable;
 use shellvisor_jsonrpc::framing::LineWriter;
 
+/// How long closing may wait for the last answers to be written.
+const CLOSE_DEADLINE: Duration = Duration::from_secs(2);
 /// A byte order mark a client may put before its first message.
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -33,10 +37,11 @@ type Output<W> = Arc<Mutex<Option<LineWriter<W>>>>;
 pub(crate) struct LineTransport<R, W> {
     lines: LineReader<R>,
     output: Output<W>,
-    /// An answer of the reader's own to a line it read, not queued yet.
-    answer: Option<Vec<u8>>,
-    /// One was queued and may not be written yet (its flush was cancelled).
-    unflushed: bool,
+    /// The reader's own answers being written, each from a task of its own:
+    /// the reader never waits for the output (a client that writes all its
+    /// lines before it reads would then wait for the reader, and the reader
+    /// for it). Awaited on close, so none is lost at the end.
+    answering: JoinSet<()>,
 }
 
 impl<R, W> LineTransport<R, W>
@@ -48,26 +53,21 @@ where
         Self {
             lines: LineReader::new(input, MAX_REQUEST_BYTES),
             output: Arc::new(Mutex::new(Some(LineWriter::new(output)))),
-            answer: None,
-            unflushed: false,
+            answering: JoinSet::new(),
         }
     }
 
-    /// Writes the reader's own answer, and what a cancelled write of one
-    /// left queued.
-    async fn write_answer(&mut self) -> std::io::Result<()> {
-        let mut output = self.output.lock().await;
-        let Some(writer) = output.as_mut() else {
-            return Err(std::io::ErrorKind::NotConnected.into());
-        };
-        // Queued in the same poll as it leaves `answer`: never lost.
-        if let Some(answer) = self.answer.take() {
-            writer.queue(&answer);
-            self.unflushed = true;
-        }
-        writer.flush().await?;
-        self.unflushed = false;
-        Ok(())
+    /// Writes one of the reader's own answers, from a task of its own.
+    fn answer(&mut self, line: Vec<u8>) {
+        while self.answering.try_join_next().is_some() {}
+        let output = Arc::clone(&self.output);
+        self.answering.spawn(async move {
+            if let Some(writer) = output.lock().await.as_mut() {
+                writer.queue(&line);
+                // A failed output ends the connection through the reader.
+                let _ = writer.flush().await;
+            }
+        });
     }
 }
 
@@ -97,13 +97,9 @@ where
     }
 
     /// The next message. Cancel-safe (rmcp polls it in a `select!`): the
-    /// line reader keeps a partial line, and a cancelled answer stays
-    /// queued and is written first on the next call.
+    /// line reader keeps a partial line, and answers are written apart.
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            if (self.answer.is_some() || self.unflushed) && self.write_answer().await.is_err() {
-                return None;
-            }
             let line = match self.lines.next_line().await {
                 Ok(Line::Text(line)) => line,
                 Ok(Line::TooLong(oversized)) => {
@@ -111,7 +107,7 @@ where
                         bytes = oversized.len,
                         "request over the size limit answered with an error"
                     );
-                    self.answer = Some(too_large(&oversized));
+                    self.answer(too_large(&oversized));
                     continue;
                 }
                 Ok(Line::Eof) => return None,
@@ -135,17 +131,26 @@ where
                         column = why.column(),
                         "a line that is no MCP message"
                     );
-                    self.answer = unreadable(line, &why);
+                    if let Some(answer) = unreadable(line, &why) {
+                        self.answer(answer);
+                    }
                 }
             }
         }
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        let writer = self.output.lock().await.take();
-        if let Some(mut writer) = writer {
-            writer.flush().await?;
-        }
-        Ok(())
+        // Bounded: a client that stopped reading must not hold up the exit.
+        let flushed = tokio::time::timeout(CLOSE_DEADLINE, async {
+            while self.answering.join_next().await.is_some() {}
+            let writer = self.output.lock().await.take();
+            match writer {
+                Some(mut writer) => writer.flush().await,
+                None => Ok(()),
+            }
+        })
+        .await;
+        self.answering.abort_all();
+        flushed.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
     }
 }
