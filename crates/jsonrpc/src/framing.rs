@@ -129,7 +129,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 }
 
-/// The connection's output: whole lines are queued and then written, so
+/// A connection's output: whole lines are queued and then written, so
 /// lines never interleave, and a write cancelled midway (in a `select!`)
 /// leaves what it did not write queued for the next [`LineWriter::flush`].
 #[derive(Debug)]

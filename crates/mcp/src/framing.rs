@@ -1,7 +1,8 @@
 //! The connection's line framing, rmcp-free: rmcp's own stdio transport
 //! drops a message over its size limit with only a log line, and ignores
 //! one that is not JSON, so a client that sent either would wait forever.
-//! Here every line is read with the limit first ([`LineReader`]); one over
+//! Here every line is read with the limit first (the JSON-RPC crate's
+//! [`shellvisor_jsonrpc::framing::LineReader`]); one over
 //! it is answered with a JSON-RPC error (`-32600`, the limit in its message,
 //! the request's `id` when its first or last bytes show it), as is a line
 //! that is no MCP message ([`unreadable`]). Answers and rmcp's messages go

@@ -14,6 +14,7 @@ use rmcp::service::TxJsonRpcMessage;
 use rmcp::transport::Transport;
 use shellvisor_jsonrpc::framing::Line;
 use shellvisor_jsonrpc::framing::LineReader;
+use shellvisor_jsonrpc::framing::LineWriter;
 use tokio::io::AsyncRead;
 use tokio::io::AsyncWrite;
 use tokio::sync::Mutex;
@@ -22,7 +23,6 @@ use tokio::task::JoinSet;
 use crate::framing::MAX_REQUEST_BYTES;
 use crate::framing::too_large;
 use crate::framing::unreadable;
-use shellvisor_jsonrpc::framing::LineWriter;
 
 /// How long closing may wait for the last answers to be written.
 const CLOSE_DEADLINE: Duration = Duration::from_secs(2);
