@@ -10,6 +10,8 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::process::Child;
+use std::process::ChildStdin;
+use std::process::ChildStdout;
 use std::process::Command;
 use std::process::Stdio;
 use std::time::Duration;
@@ -126,13 +128,7 @@ fn burst_round_trips(mut input: impl Write, mut output: impl BufRead) {
 
 #[test]
 fn serve_on_pipes_reads_and_writes_through_its_own_descriptions() {
-    let mut child = shellvisor(&["serve"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let (mut child, mut input, mut output) = on_pipes("serve");
     input
         .write_all(run_request(0, "echo warm").as_bytes())
         .unwrap();
@@ -173,6 +169,27 @@ fn on_a_socket_pair(server: &str) -> (Child, UnixStream, BufReader<UnixStream>) 
     (child, ours, output)
 }
 
+/// `shellvisor <server>` with stdin and stdout on pipes; their other ends.
+fn on_pipes(server: &str) -> (Child, ChildStdin, BufReader<ChildStdout>) {
+    let mut child = shellvisor(&[server])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = child.stdin.take().unwrap();
+    let output = BufReader::new(child.stdout.take().unwrap());
+    (child, input, output)
+}
+
+/// An MCP `initialize` request with `id`.
+fn initialize(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "stdio-test", "version": "0"},
+    }})
+}
+
 #[test]
 fn serve_on_a_socket_pair_answers_a_burst_without_loss() {
     let (mut child, mut input, mut output) = on_a_socket_pair("serve");
@@ -210,13 +227,7 @@ fn mcp_on_a_socket_pair_initializes_and_runs_a_command() {
     let mut send = |message: Value| {
         input.write_all(format!("{message}\n").as_bytes()).unwrap();
     };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "stdio-test", "version": "0"},
-        }}),
-    );
+    send(initialize(1));
     let init = read_answers(&mut output, 1);
     assert!(init[0]["result"]["serverInfo"].is_object(), "{init:?}");
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -251,12 +262,7 @@ fn mcp_answers_lines_it_cannot_read_and_keeps_a_line_split_across_an_answer() {
         input.write_all(line.as_bytes()).unwrap();
         input.flush().unwrap();
     };
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "stdio-test", "version": "0"},
-    }});
-    send(&format!("{init}\n"));
+    send(&format!("{}\n", initialize(1)));
     read_answers(&mut output, 1);
     send("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
     // Not JSON: a parse error, with no id to give.
@@ -301,20 +307,11 @@ fn mcp_answers_lines_it_cannot_read_and_keeps_a_line_split_across_an_answer() {
 fn a_server_reads_on_while_its_answers_wait_for_a_client_that_is_still_writing() {
     const LINES: usize = 3_000;
     for server in ["serve", "mcp"] {
-        let mut child = shellvisor(&[server])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut input = child.stdin.take().unwrap();
-        let mut output = BufReader::new(child.stdout.take().unwrap());
+        let (mut child, mut input, mut output) = on_pipes(server);
         if server == "mcp" {
-            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "stdio-test", "version": "0"},
-            }});
-            input.write_all(format!("{init}\n").as_bytes()).unwrap();
+            input
+                .write_all(format!("{}\n", initialize(0)).as_bytes())
+                .unwrap();
             read_answers(&mut output, 1);
         }
         // 100 bytes a line that is not JSON (300 KB), each answered with a
