@@ -266,7 +266,11 @@ impl Actor for Job {
                     clock: std::mem::take(&mut state.clock),
                     run_notices: state.run_notices.clone(),
                 };
-                *state = JobState::begin(&myself, *args, state.run + 1, issued, kept).await?;
+                // Boxed: ractor moves this handler's future with every
+                // message, and a run's start would double its size for all
+                // (docs/architecture.md, "Measured costs").
+                *state =
+                    Box::pin(JobState::begin(&myself, *args, state.run + 1, issued, kept)).await?;
             }
             JobMsg::ReadyPolled { run, .. } | JobMsg::Unresponsive(run) if run != state.run => {}
             JobMsg::ReadyPolled {
@@ -429,7 +433,11 @@ impl JobState {
         // A terminal always prints, and a silence clock runs from the start:
         // their Sink starts now. Any other run's starts with its first byte.
         let feed = if sink_args.watch.watches_silence() || matches!(args.runner, Runner::Pty(_)) {
-            SinkFeed::spawn(sink_args, myself.get_cell()).await?
+            // Boxed, as every actor start on a message's path: the
+            // handler's future is moved with each message the Job gets,
+            // and would otherwise carry this start's state (see
+            // docs/architecture.md, "Measured costs").
+            Box::pin(SinkFeed::spawn(sink_args, myself.get_cell())).await?
         } else {
             SinkFeed::lazy(sink_args, myself.get_cell())
         };
@@ -461,34 +469,37 @@ impl JobState {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let mut pty_failure = None;
-        let runner =
-            match args.runner {
-                Runner::Shell(shell) => RunnerRef::Shell { shell, refusals: 0 },
-                Runner::Pty(launch) => {
-                    let pty_args = PtyArgs {
-                        ctx: Arc::clone(&args.ctx),
-                        job_id: args.job_id.clone(),
-                        launch: *launch,
-                        sink: feed.clone(),
-                        reply_to: run_notices.clone(),
-                        events: args.events.clone(),
-                    };
-                    let session =
-                        match Actor::spawn_linked(None, PtySession, pty_args, myself.get_cell())
-                            .await
-                        {
-                            Ok((pty, _)) => Some(pty),
-                            Err(err) => {
-                                pty_failure = Some(err.to_string());
-                                None
-                            }
-                        };
-                    RunnerRef::Pty {
-                        session,
-                        state: PtyState::Running,
+        let runner = match args.runner {
+            Runner::Shell(shell) => RunnerRef::Shell { shell, refusals: 0 },
+            Runner::Pty(launch) => {
+                let pty_args = PtyArgs {
+                    ctx: Arc::clone(&args.ctx),
+                    job_id: args.job_id.clone(),
+                    launch: *launch,
+                    sink: feed.clone(),
+                    reply_to: run_notices.clone(),
+                    events: args.events.clone(),
+                };
+                let session = match Box::pin(Actor::spawn_linked(
+                    None,
+                    PtySession,
+                    pty_args,
+                    myself.get_cell(),
+                ))
+                .await
+                {
+                    Ok((pty, _)) => Some(pty),
+                    Err(err) => {
+                        pty_failure = Some(err.to_string());
+                        None
                     }
+                };
+                RunnerRef::Pty {
+                    session,
+                    state: PtyState::Running,
                 }
-            };
+            }
+        };
         let readiness = start_readiness(&args.plan, myself, run);
         let limits = RunLimitsState::place(&args.plan, args.containment.as_ref(), &args.job_id);
         let state = JobState {

@@ -148,7 +148,10 @@ impl Actor for Session {
                 request,
                 reply,
                 started,
-            } => state.run(&myself, request, reply, started).await,
+                // Boxed: ractor moves this handler's future with every message,
+                // and a run's planning and start would make it several KiB for
+                // all of them (docs/architecture.md, "Measured costs").
+            } => Box::pin(state.run(&myself, request, reply, started)).await,
             SessionMsg::ReadOutput {
                 job_id,
                 offset,

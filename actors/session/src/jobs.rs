@@ -102,8 +102,11 @@ impl SessionState {
             match self.open_terminal(&request, &mut plan) {
                 Ok(Some(terminal)) => {
                     let caller = RunCaller { reply, started };
-                    self.run_on_terminal(myself, &request, job_id, plan, terminal, caller)
-                        .await;
+                    // Boxed: it starts a terminal's actors (see `start_job`).
+                    Box::pin(
+                        self.run_on_terminal(myself, &request, job_id, plan, terminal, caller),
+                    )
+                    .await;
                     return;
                 }
                 Ok(None) => {}
@@ -299,7 +302,11 @@ impl SessionState {
                 Err(_) => return Ok(()),
             }
         }
-        match Actor::spawn_linked(None, Job, *args, myself.get_cell()).await {
+        // Boxed, as every actor start on a message's path: the handler's
+        // future is moved with each message the Session gets, and would
+        // otherwise carry this start's state (docs/architecture.md,
+        // "Measured costs").
+        match Box::pin(Actor::spawn_linked(None, Job, *args, myself.get_cell())).await {
             Ok((job, _)) => {
                 tracing::trace!(target: "shellvisor::stage", "session: job spawned");
                 if let Some(started) = started {

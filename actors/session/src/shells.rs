@@ -132,7 +132,8 @@ impl SessionState {
             env: Some(records_tx),
             init: self.args.init.clone().filter(|init| init.enabled()),
         };
-        let (shell, _) = Actor::spawn_linked(None, Shell, args, myself.get_cell())
+        // Boxed, as every actor start on a message's path (see `start_job`).
+        let (shell, _) = Box::pin(Actor::spawn_linked(None, Shell, args, myself.get_cell()))
             .await
             .map_err(|err| Error::Spawn {
                 what: "shell".to_owned(),

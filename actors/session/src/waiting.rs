@@ -85,7 +85,8 @@ impl SessionState {
             if run.caller_left() {
                 continue;
             }
-            if let Err((err, run)) = self.start_shell_run(myself, run).await {
+            // Boxed: reached from most handlers, and rarely (see `run`).
+            if let Err((err, run)) = Box::pin(self.start_shell_run(myself, run)).await {
                 self.wait_until(myself, err, run, until);
             }
         }
