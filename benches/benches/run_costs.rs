@@ -1,10 +1,12 @@
 //! Per-run costs that a Shell and a Job pay on every run, each against the
 //! way it was paid before (measured in the same run):
 //!
-//! - the output FIFO made ready for the next run: the drained read end
-//!   reused (`OutputFifo::reuse`: a new keep-alive, a fresh tokio
-//!   registration) against both ends closed and opened again, and against a
-//!   FIFO made anew; each cycle includes a writer opening and closing it, as
+//! - the output FIFO from one run to the next: a quiet FIFO (its read end
+//!   alone, never registered with tokio: a run that reports within
+//!   `WATCH_AFTER`) against one watched (a keep-alive opened, the read end
+//!   registered, deregistered after end-of-file: a longer run, and every
+//!   run before quiet FIFOs), both ends closed and opened again, and a FIFO
+//!   made anew; each cycle includes a writer opening and closing it, as
 //!   bash does, and the read of end-of-file. And the part of a cycle left
 //!   on the caller's path with two FIFOs used in turn (`FifoPair`: the
 //!   ready one taken after an `lstat`; the other made ready while bash
@@ -50,10 +52,24 @@ use shellvisor_run::AbortOnDrop;
 use shellvisor_run::LazyTimer;
 use tokio::net::unix::pipe;
 
-/// One run's use of the FIFO: the command opens it, (writes nothing,)
-/// closes it; the keep-alive goes and end-of-file is read.
-fn run_through(path: &Path, fifo: OutputFifo) -> pipe::Receiver {
-    drain(path, fifo.receiver, fifo.keepalive)
+/// One quick run's use of the FIFO: the command opens it, (writes
+/// nothing,) closes it; the run reports and end-of-file is read.
+fn run_through(path: &Path, fifo: OutputFifo) -> OutputFifo {
+    drop(std::fs::OpenOptions::new().write(true).open(path).unwrap());
+    let mut buf = [0u8; 64];
+    assert_eq!(fifo.read_now(&mut buf).unwrap(), 0);
+    fifo
+}
+
+/// [`run_through`] for a run that outlasts `WATCH_AFTER`: its FIFO is
+/// watched, and back out of tokio after end-of-file.
+fn run_watched(path: &Path, fifo: OutputFifo) -> OutputFifo {
+    let mut watched = fifo.watch().map_err(|(_, err)| err).unwrap();
+    drop(std::fs::OpenOptions::new().write(true).open(path).unwrap());
+    watched.run_reported();
+    let mut buf = [0u8; 64];
+    assert_eq!(read_now(&watched.receiver, &mut buf).unwrap(), 0);
+    watched.into_quiet().unwrap()
 }
 
 /// [`run_through`] for a read end and a keep-alive.
@@ -86,11 +102,11 @@ fn output_fifo(c: &mut Criterion) {
     let path = dir.path().join("o");
     let mut group = c.benchmark_group("output_fifo");
     let mut fifo = Some(OutputFifo::create(&path).unwrap());
-    group.bench_function("drained_read_end_reused", |b| {
-        b.iter(|| {
-            let receiver = run_through(&path, fifo.take().unwrap());
-            fifo = Some(OutputFifo::reuse(receiver, &path).unwrap());
-        })
+    group.bench_function("quiet_fifo_kept", |b| {
+        b.iter(|| fifo = Some(run_through(&path, fifo.take().unwrap())))
+    });
+    group.bench_function("watched_fifo_kept", |b| {
+        b.iter(|| fifo = Some(run_watched(&path, fifo.take().unwrap())))
     });
     drop(fifo);
     let mut ends = Some(open_both(&path));
@@ -123,8 +139,8 @@ fn output_fifo(c: &mut Criterion) {
                 // While bash runs the command.
                 pair.prepare().unwrap();
                 let started = Instant::now();
-                let receiver = run_through(pair.taken_path(), fifo);
-                pair.give_back(receiver);
+                let fifo = run_through(pair.taken_path(), fifo);
+                pair.give_back(fifo);
                 on_path += started.elapsed();
             }
             on_path
@@ -134,8 +150,8 @@ fn output_fifo(c: &mut Criterion) {
         b.iter(|| {
             let fifo = pair.take().unwrap();
             pair.prepare().unwrap();
-            let receiver = run_through(pair.taken_path(), fifo);
-            pair.give_back(receiver);
+            let fifo = run_through(pair.taken_path(), fifo);
+            pair.give_back(fifo);
         })
     });
     group.finish();

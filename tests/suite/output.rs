@@ -151,6 +151,65 @@ async fn streamed_output_reassembles_the_exact_bytes_and_reads_by_offset_agree()
     rt.runtime.shutdown().await;
 }
 
+/// A run's output FIFO is read once the run reports, unless the run goes
+/// on: then it is watched, and what it prints reaches subscribers while it
+/// runs (with the FIFO never watched, "early" arrives only at the end).
+#[tokio::test]
+async fn a_run_that_goes_on_streams_its_output_while_it_runs() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("goes-on").await;
+    let mut events = session.subscribe();
+    let job = tokio::time::timeout(
+        Duration::from_secs(30),
+        session.run(RunRequest::new("printf 'early\\n'; sleep 60").run_async(true)),
+    )
+    .await
+    .expect("answered in time")
+    .expect("accepted")
+    .backgrounded()
+    .expect("an async run is backgrounded")
+    .job_id;
+    let mut streamed = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !streamed.ends_with(b"early\n") {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .expect("the run's output never arrived while it ran")
+            .unwrap();
+        match event {
+            SessionEvent::Output { job_id, data, .. } if job_id == job => {
+                streamed.extend_from_slice(&data);
+            }
+            SessionEvent::JobFinished { job_id, .. } if job_id == job => {
+                panic!("the run ended before its output arrived")
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(session.running_jobs(), 1);
+    session.kill(&job).await.unwrap();
+    rt.runtime.shutdown().await;
+}
+
+/// A command that fills its pipe before the FIFO is watched blocks only
+/// until it is: all of its output arrives and the run completes.
+#[tokio::test]
+async fn a_run_that_fills_its_pipe_at_once_completes_with_all_of_its_output() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("fills").await;
+    for _ in 0..3 {
+        let result = run(&session, "head -c 1000000 /dev/zero | tr '\\0' x; echo end").await;
+        assert_eq!(result.exit_code, Some(0));
+        assert_eq!(result.truncation.total_bytes, 1_000_004);
+        let last = session
+            .read_output(&result.job_id, 1_000_004 - 6, 6)
+            .await
+            .unwrap();
+        assert_eq!(&last.data[..], b"xxend\n");
+    }
+    rt.runtime.shutdown().await;
+}
+
 /// The flood guard: a run printing far faster than the streaming budget
 /// (1 MiB/s by default) reaches subscribers cut to it, the ranges left out
 /// are announced once each, and the stored output stays complete.

@@ -11,17 +11,16 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::PoisonError;
 
-use tokio::net::unix::pipe;
+use shellvisor_process::OutputFifo;
 
 /// A run the I/O task completed with its status record.
 #[derive(Debug)]
 pub(crate) struct Completed {
     /// The Shell's number of the run ([`crate::io::RunIo::run`]).
     pub(crate) run: u64,
-    /// The read end of the run's FIFO, when it reached end-of-file (no
-    /// writer of it is left anywhere): the next run can reuse it instead of
-    /// creating a FIFO.
-    pub(crate) drained_fifo: Option<pipe::Receiver>,
+    /// The run's FIFO, when it reached end-of-file (no writer of it is
+    /// left anywhere): the next run can reuse it instead of creating one.
+    pub(crate) drained_fifo: Option<OutputFifo>,
 }
 
 /// The one place a run's completion is left: written by the I/O task before

@@ -14,8 +14,8 @@ use shellvisor_process::ShellRecord;
 use shellvisor_process::StatusReader;
 use shellvisor_process::StatusRecord;
 use shellvisor_process::StdinProbe;
+use shellvisor_process::WatchedFifo;
 use shellvisor_process::read_now;
-use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio::sync::watch;
@@ -35,6 +35,11 @@ const CHUNK_BYTES: usize = 64 * 1024;
 const DRAIN_READ_BYTES: usize = 8 * 1024;
 /// How long the Sink may take to render a completed run.
 const COMPLETE_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a run's output FIFO is left unwatched: most runs report before,
+/// and their output is read once, when they do, without registering the
+/// FIFO with tokio. A run that goes on is watched from then on (its output
+/// streams, and a command that fills the pipe waits at most this long).
+const WATCH_AFTER: Duration = Duration::from_millis(1);
 /// How often a run in progress checks that its shell is not waiting for
 /// its next line (see [`StdinProbe`]).
 const PROBE_EVERY: Duration = Duration::from_millis(500);
@@ -83,12 +88,47 @@ pub(crate) struct RunIo {
     pub(crate) env_follows: bool,
 }
 
+/// A run's output FIFO as the I/O task holds it.
+enum RunPipe {
+    /// Not watched yet: read once the run has reported.
+    Quiet(OutputFifo),
+    /// Registered with tokio and read as output arrives.
+    Watched(WatchedFifo),
+}
+
+impl RunPipe {
+    /// Reads what is in the pipe now (`shellvisor_process::read_now`).
+    fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Quiet(fifo) => fifo.read_now(buf),
+            Self::Watched(watched) => read_now(&watched.receiver, buf),
+        }
+    }
+
+    /// A finished run's FIFO that read end-of-file, for the next run: out
+    /// of tokio if it was watched (`None` if that fails: it is closed).
+    fn into_quiet(self) -> Option<OutputFifo> {
+        match self {
+            Self::Quiet(fifo) => Some(fifo),
+            Self::Watched(watched) => watched.into_quiet().ok(),
+        }
+    }
+
+    /// The read end registered with tokio, for writers that outlive their
+    /// run (no keep-alive: its end-of-file is the last of them closing).
+    fn into_receiver(self) -> io::Result<tokio::net::unix::pipe::Receiver> {
+        match self {
+            Self::Quiet(fifo) => fifo.into_receiver(),
+            Self::Watched(watched) => Ok(watched.receiver),
+        }
+    }
+}
+
 struct ActiveRun {
     run: u64,
     nonce: String,
     env_follows: bool,
-    receiver: pipe::Receiver,
-    keepalive: std::os::fd::OwnedFd,
+    pipe: RunPipe,
     sink: SinkFeed,
     reply_to: DerivedActorRef<RunNotice>,
     buf: BytesMut,
@@ -123,6 +163,12 @@ pub(crate) async fn io_task(
     let probe_timer = tokio::time::sleep(PROBE_EVERY);
     tokio::pin!(probe_timer);
     let mut probe_armed = false;
+    // One timer for watching the current run's FIFO, likewise: moved later
+    // for each run (tokio then only extends the armed entry) and fired at
+    // most once per `WATCH_AFTER` of runs.
+    let watch_timer = tokio::time::sleep(WATCH_AFTER);
+    tokio::pin!(watch_timer);
+    let mut watch_armed = false;
     let mut sightings = 0u8;
     // A status record read before its run's `Start` (see below).
     let mut early: Option<StatusRecord> = None;
@@ -139,8 +185,7 @@ pub(crate) async fn io_task(
                         run: io.run,
                         nonce: io.nonce,
                         env_follows: io.env_follows,
-                        receiver: io.fifo.receiver,
-                        keepalive: io.fifo.keepalive,
+                        pipe: RunPipe::Quiet(io.fifo),
                         sink: io.sink,
                         reply_to: io.reply_to,
                         // Allocated by the first read: most runs print little.
@@ -152,10 +197,13 @@ pub(crate) async fn io_task(
                     // Sightings count for one run; two are at least
                     // `PROBE_EVERY` apart, whenever the first comes.
                     sightings = 0;
+                    let now = tokio::time::Instant::now();
                     if probe.is_some() && !probe_armed {
-                        probe_timer.as_mut().reset(tokio::time::Instant::now() + PROBE_EVERY);
+                        probe_timer.as_mut().reset(now + PROBE_EVERY);
                         probe_armed = true;
                     }
+                    watch_timer.as_mut().reset(now + WATCH_AFTER);
+                    watch_armed = true;
                     // The run may be over already: its record came first.
                     // Nonces are random per run, so a record kept for another
                     // nonce was forged: the channel cannot be trusted.
@@ -249,8 +297,9 @@ pub(crate) async fn io_task(
                     current.readable = false;
                     continue;
                 }
+                let RunPipe::Watched(watched) = &current.pipe else { continue };
                 current.buf.reserve(CHUNK_BYTES);
-                match current.receiver.try_read_buf(&mut current.buf) {
+                match watched.receiver.try_read_buf(&mut current.buf) {
                     Ok(_) => forward(&current.sink, &mut current.names, &mut current.buf).await,
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
                     Err(err) => {
@@ -260,6 +309,10 @@ pub(crate) async fn io_task(
                 }
             }
             () = shell_output.readable() => shell_output.read_ready(),
+            () = &mut watch_timer, if watch_armed => {
+                watch_armed = false;
+                run = run.map(ActiveRun::watched);
+            }
             () = &mut probe_timer, if probe_armed => {
                 probe_armed = false;
                 if run.as_ref().is_none_or(|r| r.killed) {
@@ -297,10 +350,34 @@ async fn broken(shell: &ActorRef<ShellMsg>, current: Option<ActiveRun>, reason: 
     }
 }
 
-/// Resolves when the current run's FIFO is readable; never without a run.
+impl ActiveRun {
+    /// The run goes on: its FIFO is watched from now on. Should that fail,
+    /// it stays quiet, and is read when the run reports (a command that
+    /// fills the pipe waits until then).
+    fn watched(mut self) -> Self {
+        self.pipe = match self.pipe {
+            RunPipe::Quiet(fifo) => match fifo.watch() {
+                Ok(watched) => RunPipe::Watched(watched),
+                Err((fifo, err)) => {
+                    tracing::warn!(%err, "could not watch a run's output; it is read when the run ends");
+                    RunPipe::Quiet(fifo)
+                }
+            },
+            watched @ RunPipe::Watched(_) => watched,
+        };
+        self
+    }
+}
+
+/// Resolves when the current run's FIFO is readable; never without a
+/// watched FIFO.
 async fn readable(run: Option<&ActiveRun>) -> io::Result<()> {
     match run {
-        Some(run) if run.readable => run.receiver.readable().await,
+        Some(ActiveRun {
+            pipe: RunPipe::Watched(watched),
+            readable: true,
+            ..
+        }) => watched.receiver.readable().await,
         _ => std::future::pending().await,
     }
 }
@@ -322,8 +399,7 @@ async fn finish(
     tracing::trace!(target: "shellvisor::stage", "pump: run ended");
     let ActiveRun {
         run: number,
-        receiver,
-        keepalive,
+        pipe,
         sink,
         reply_to,
         buf,
@@ -331,7 +407,12 @@ async fn finish(
         mut names,
         ..
     } = run;
-    drop(keepalive);
+    // The run reported or ended: a watched FIFO's keep-alive goes, so a
+    // read of 0 bytes from now on proves every writer is gone.
+    let mut pipe = pipe;
+    if let RunPipe::Watched(watched) = &mut pipe {
+        watched.run_reported();
+    }
     // What is left is at most a pipe's capacity; read it in small pieces
     // rather than allocating a chunk-sized buffer for every run.
     let mut scratch = [0u8; DRAIN_READ_BYTES];
@@ -339,7 +420,7 @@ async fn finish(
     // Only a read of 0 bytes proves every writer is gone (an error does not).
     let mut writers_gone = false;
     while !eof {
-        match read_now(&receiver, &mut scratch) {
+        match pipe.read_now(&mut scratch) {
             Ok(0) => {
                 eof = true;
                 writers_gone = true;
@@ -360,11 +441,13 @@ async fn finish(
     tracing::trace!(target: "shellvisor::stage", "pump: drained");
     let output = sink.complete(COMPLETE_DEADLINE).await;
     tracing::trace!(target: "shellvisor::stage", "pump: rendered");
-    // At end-of-file with every writer gone, the read end goes back to the
-    // Shell for the next run; after a read error it is closed here.
+    // At end-of-file with every writer gone, the FIFO goes back to the
+    // Shell for the next run (out of tokio, if it was watched); after a
+    // read error it is closed here. Writers still there (`&` children) are
+    // read by a drainer, which watches the FIFO (it was not, for most runs).
     let (late, drained) = match (eof, writers_gone) {
-        (false, _) => (Some(receiver), None),
-        (true, true) => (None, Some(receiver)),
+        (false, _) => (Some(pipe), None),
+        (true, true) => (None, pipe.into_quiet()),
         (true, false) => (None, None),
     };
     // The Job is the one task woken here (the Shell reads the completion
@@ -377,7 +460,7 @@ async fn finish(
             sink.close();
             None
         }
-        Some(receiver) => Some(tokio::spawn(drain_late(receiver, sink, buf, names))),
+        Some(pipe) => Some(tokio::spawn(drain_late(pipe, sink, buf, names))),
     };
     if let Some(completions) = completions {
         completions.put(Completed {
@@ -396,12 +479,16 @@ async fn finish(
 }
 
 /// Keeps reading a finished run's FIFO until its last writer closes it.
-async fn drain_late(
-    receiver: pipe::Receiver,
-    sink: SinkFeed,
-    mut buf: BytesMut,
-    mut names: SourceNames,
-) {
+async fn drain_late(pipe: RunPipe, sink: SinkFeed, mut buf: BytesMut, mut names: SourceNames) {
+    let receiver = match pipe.into_receiver() {
+        Ok(receiver) => receiver,
+        Err(err) => {
+            // Closing the read end may cost a late writer a SIGPIPE.
+            tracing::warn!(%err, "could not watch a finished run's late output");
+            sink.close();
+            return;
+        }
+    };
     loop {
         if receiver.readable().await.is_err() {
             break;

@@ -53,7 +53,7 @@ impl ShellOutput {
 
     /// Reads what is in the pipe now, whether or not tokio has seen it yet.
     fn read_all_now(&mut self) {
-        self.read(shellvisor_process::read_now);
+        self.read(|receiver, buf| shellvisor_process::read_now(receiver, buf));
     }
 
     fn read(&mut self, read: impl Fn(&pipe::Receiver, &mut [u8]) -> io::Result<usize>) {

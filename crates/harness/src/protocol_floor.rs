@@ -19,7 +19,6 @@ use shellvisor_process::ShellRecord;
 use shellvisor_process::ShellSpawnSpec;
 use shellvisor_process::SpawnedShell;
 use shellvisor_process::StatusParser;
-use shellvisor_process::read_now;
 use shellvisor_process::spawn_shell;
 
 use crate::samples::Samples;
@@ -39,20 +38,15 @@ pub struct ProtocolPipe {
     runs: u64,
     /// The runs' output FIFOs, used in turn as the runtime does.
     fifos: FifoPair,
-    /// The tokio runtime the FIFO's read end registers with (`OutputFifo`
-    /// needs one, also on the threads of the N x M figure).
-    tokio: tokio::runtime::Handle,
     _dir: tempfile::TempDir,
 }
 
 impl ProtocolPipe {
-    /// Starts the shell (no cgroup) and waits until it is ready. Call it
-    /// inside a tokio runtime (its output FIFOs register with it).
+    /// Starts the shell (no cgroup) and waits until it is ready.
     ///
     /// # Errors
-    /// When bash cannot be started or does not report, or outside a runtime.
+    /// When bash cannot be started or does not report.
     pub fn start() -> std::io::Result<Self> {
-        let tokio = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
         let dir = tempfile::tempdir()?;
         let spec = ShellSpawnSpec {
             program: PathBuf::from("bash"),
@@ -80,7 +74,6 @@ impl ProtocolPipe {
             parser: StatusParser::new(),
             runs: 0,
             fifos: FifoPair::new(dir.path()),
-            tokio,
             _dir: dir,
         };
         let line = pipe.files.write_init("i", None, true)?;
@@ -104,8 +97,8 @@ impl ProtocolPipe {
             // As the runtime does: the run takes the FIFO made ready during
             // the previous run, and the other one is made ready (its read
             // end reused once it read end-of-file, always here) while bash
-            // runs this one.
-            let _entered = self.tokio.enter();
+            // runs this one. Read once the run reported, as the runtime
+            // reads a run that reports within `WATCH_AFTER`.
             let fifo = self.fifos.take()?;
             self.files.write_run(
                 &shellvisor_process::RunText {
@@ -122,11 +115,10 @@ impl ProtocolPipe {
             self.stdin.write_all(self.files.run_line())?;
             self.fifos.prepare()?;
             self.wait_status(&nonce)?;
-            drop(fifo.keepalive);
             loop {
-                match read_now(&fifo.receiver, &mut sink) {
+                match fifo.read_now(&mut sink) {
                     Ok(0) => {
-                        self.fifos.give_back(fifo.receiver);
+                        self.fifos.give_back(fifo);
                         break;
                     }
                     Ok(_) => {}

@@ -4,15 +4,13 @@ use std::io;
 use std::path::Path;
 use std::path::PathBuf;
 
-use tokio::net::unix::pipe;
-
 use crate::OutputFifo;
 
 /// The two output FIFOs of one shell, used by its runs in turn: while a run
-/// writes into one, the other is made ready for the next run, so making a
-/// FIFO ready ([`OutputFifo::reuse`]: a new keep-alive, a new registration
-/// with tokio) happens while bash runs a command rather than between a call
-/// and its run.
+/// writes into one, the other is made ready for the next run (a FIFO made
+/// afresh, when the run before could not give its read end back), so that
+/// work happens while bash runs a command rather than between a call and
+/// its run.
 ///
 /// At most one FIFO is ready ahead. The Shell takes one for a run, writes
 /// the run's line, then makes the other ready from the read end the run
@@ -25,9 +23,9 @@ pub struct FifoPair {
     paths: [PathBuf; 2],
     /// Made ready for the next run: its slot and the FIFO.
     ready: Option<(usize, OutputFifo)>,
-    /// A finished run's read end that reached end-of-file: its slot and
-    /// the receiver, to be made ready again.
-    drained: Option<(usize, pipe::Receiver)>,
+    /// A finished run's FIFO that reached end-of-file: its slot and the
+    /// FIFO, to be made ready again.
+    drained: Option<(usize, OutputFifo)>,
     /// The slot of the FIFO taken last (the run in progress, or the last).
     last: Option<usize>,
 }
@@ -44,24 +42,26 @@ impl FifoPair {
         }
     }
 
-    /// The FIFO for a run: the one made ready, if its path still names it
-    /// and it is empty, or else one made now (the other pipe, and whatever
-    /// was written into it, dropped). [`FifoPair::taken_path`] is its path
-    /// from then on. Must be called inside a tokio runtime.
+    /// The FIFO for a run: the one made ready, else one a run gave back,
+    /// each only if its path still names it and it is empty, or else one
+    /// made now (the others, and whatever was written into them, dropped).
+    /// [`FifoPair::taken_path`] is its path from then on.
     ///
     /// # Errors
     /// When no FIFO can be made.
     pub fn take(&mut self) -> io::Result<OutputFifo> {
-        if let Some((slot, fifo)) = self.ready.take() {
+        for (slot, fifo) in [self.ready.take(), self.drained.take()]
+            .into_iter()
+            .flatten()
+        {
             if fifo.is_at(&self.paths[slot]) && fifo.is_empty() {
                 self.last = Some(slot);
                 return Ok(fifo);
             }
-            tracing::debug!(
-                "a prepared output pipe was removed, replaced or written into; made again"
-            );
+            tracing::debug!("an output pipe was removed, replaced or written into; made again");
         }
-        let (slot, fifo) = self.make()?;
+        let slot = self.last.map_or(0, |last| 1 - last);
+        let fifo = OutputFifo::create(&self.paths[slot])?;
         self.last = Some(slot);
         Ok(fifo)
     }
@@ -71,19 +71,18 @@ impl FifoPair {
         &self.paths[self.last.unwrap_or(0)]
     }
 
-    /// Gives back the read end of the FIFO taken last, once its run is over
-    /// and its output reached end-of-file (no writer is left): the next
-    /// FIFO made reuses it.
-    pub fn give_back(&mut self, receiver: pipe::Receiver) {
+    /// Gives back the FIFO taken last, once its run is over and its output
+    /// reached end-of-file (no writer is left): the next FIFO made in its
+    /// slot is this one.
+    pub fn give_back(&mut self, fifo: OutputFifo) {
         if let Some(slot) = self.last {
-            self.drained = Some((slot, receiver));
+            self.drained = Some((slot, fifo));
         }
     }
 
     /// Makes a FIFO ready for the next run, unless one is ready already:
     /// from the read end given back last, if any (while a run is in
-    /// progress, the one of the run before it, in the other slot). Must be
-    /// called inside a tokio runtime.
+    /// progress, the one of the run before it, in the other slot).
     ///
     /// # Errors
     /// When no FIFO can be made (the next [`FifoPair::take`] tries again).
@@ -94,18 +93,13 @@ impl FifoPair {
         Ok(())
     }
 
-    /// Makes a FIFO: from a drained read end when there is one (its run is
-    /// over), in its slot; otherwise afresh, in the slot the last run did not
-    /// use (a `&` child may still write into that slot's old pipe; the path
-    /// then names a new one).
+    /// Makes a FIFO ready: the drained one when there is one (its run is
+    /// over), in its slot, checked as it is taken; otherwise one made
+    /// afresh, in the slot the last run did not use (a `&` child may still
+    /// write into that slot's old pipe; the path then names a new one).
     fn make(&mut self) -> io::Result<(usize, OutputFifo)> {
         match self.drained.take() {
-            Some((slot, receiver)) => {
-                let path = &self.paths[slot];
-                let fifo =
-                    OutputFifo::reuse(receiver, path).or_else(|_| OutputFifo::create(path))?;
-                Ok((slot, fifo))
-            }
+            Some(drained) => Ok(drained),
             None => {
                 let slot = self.last.map_or(0, |last| 1 - last);
                 Ok((slot, OutputFifo::create(&self.paths[slot])?))
@@ -119,33 +113,32 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use std::io::Write;
+    use std::os::fd::AsFd;
     use std::os::fd::AsRawFd;
 
     use super::*;
-    use crate::read_now;
 
     /// One run: a writer opens the taken FIFO by name, writes, closes; the
-    /// keep-alive goes and the read end is drained to end-of-file.
+    /// read end is drained to end-of-file.
     fn run_once(pair: &mut FifoPair, text: &[u8]) -> (PathBuf, i32) {
         let fifo = pair.take().unwrap();
         let path = pair.taken_path().to_owned();
-        let fd = fifo.receiver.as_raw_fd();
+        let fd = fifo.as_fd().as_raw_fd();
         // The next run's FIFO is made while this one runs.
         pair.prepare().unwrap();
         let mut writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         writer.write_all(text).unwrap();
         drop(writer);
-        drop(fifo.keepalive);
         let mut buf = [0u8; 64];
-        let n = read_now(&fifo.receiver, &mut buf).unwrap();
+        let n = fifo.read_now(&mut buf).unwrap();
         assert_eq!(&buf[..n], text);
-        assert_eq!(read_now(&fifo.receiver, &mut buf).unwrap(), 0);
-        pair.give_back(fifo.receiver);
+        assert_eq!(fifo.read_now(&mut buf).unwrap(), 0);
+        pair.give_back(fifo);
         (path, fd)
     }
 
-    #[tokio::test]
-    async fn runs_alternate_between_two_fifos_and_reuse_their_read_ends() {
+    #[test]
+    fn runs_alternate_between_two_fifos_and_reuse_their_read_ends() {
         let dir = tempfile::tempdir().unwrap();
         let mut pair = FifoPair::new(dir.path());
         pair.prepare().unwrap();
@@ -161,8 +154,8 @@ mod tests {
         assert_eq!(runs[5].1, runs[3].1);
     }
 
-    #[tokio::test]
-    async fn a_prepared_fifo_that_was_replaced_or_removed_is_not_used() {
+    #[test]
+    fn a_prepared_fifo_that_was_replaced_or_removed_is_not_used() {
         let dir = tempfile::tempdir().unwrap();
         let mut pair = FifoPair::new(dir.path());
         let is_fifo = |name: &str| {
@@ -188,8 +181,32 @@ mod tests {
         assert!(is_fifo("o0") && is_fifo("o1"));
     }
 
-    #[tokio::test]
-    async fn a_prepared_fifo_that_was_written_into_is_not_used() {
+    #[test]
+    fn a_fifo_given_back_whose_path_was_replaced_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut pair = FifoPair::new(dir.path());
+        run_once(&mut pair, b"first\n");
+        // The next run's command replaced both FIFOs, the one made ready
+        // and its own, which it gives back at end-of-file.
+        let fifo = pair.take().unwrap();
+        let own = pair.taken_path().to_owned();
+        for name in ["o0", "o1"] {
+            let path = dir.path().join(name);
+            std::fs::remove_file(&path).unwrap();
+            std::fs::write(&path, b"not a fifo").unwrap();
+        }
+        let mut buf = [0u8; 8];
+        assert_eq!(fifo.read_now(&mut buf).unwrap(), 0);
+        pair.give_back(fifo);
+        // Neither is used: the run after gets a FIFO made anew, and its
+        // output (`run_once` reads it back).
+        let (path, _) = run_once(&mut pair, b"third\n");
+        assert_ne!(path, own);
+        run_once(&mut pair, b"fourth\n");
+    }
+
+    #[test]
+    fn a_prepared_fifo_that_was_written_into_is_not_used() {
         let dir = tempfile::tempdir().unwrap();
         let mut pair = FifoPair::new(dir.path());
         run_once(&mut pair, b"first\n");
@@ -212,8 +229,8 @@ mod tests {
         assert_eq!(path, next);
     }
 
-    #[tokio::test]
-    async fn a_fifo_a_child_still_holds_is_not_reused() {
+    #[test]
+    fn a_fifo_a_child_still_holds_is_not_reused() {
         let dir = tempfile::tempdir().unwrap();
         let mut pair = FifoPair::new(dir.path());
         let fifo = pair.take().unwrap();
@@ -221,16 +238,15 @@ mod tests {
         // A `&` child keeps the run's output open: no end-of-file, nothing
         // is given back, and the slot's next FIFO is a new pipe.
         let child = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        drop(fifo.keepalive);
         let mut buf = [0u8; 8];
         assert_eq!(
-            read_now(&fifo.receiver, &mut buf).unwrap_err().kind(),
+            fifo.read_now(&mut buf).unwrap_err().kind(),
             io::ErrorKind::WouldBlock
         );
         run_once(&mut pair, b"other slot\n");
         let (again, _) = run_once(&mut pair, b"same slot, new pipe\n");
         assert_eq!(again, path);
         drop(child);
-        assert_eq!(read_now(&fifo.receiver, &mut buf).unwrap(), 0);
+        assert_eq!(fifo.read_now(&mut buf).unwrap(), 0);
     }
 }

@@ -59,6 +59,7 @@ pub use dirs::PrivateDir;
 pub use dirs::is_memory_backed;
 pub use envsnap::parse_exported_env;
 pub use fifo::OutputFifo;
+pub use fifo::WatchedFifo;
 pub use fifo::read_now;
 pub use fifo_pair::FifoPair;
 pub use group::GroupGuard;

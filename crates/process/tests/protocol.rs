@@ -120,7 +120,11 @@ impl TestShell {
                 &fifo_path,
             )
             .unwrap();
-        let fifo = OutputFifo::create(&fifo_path).unwrap();
+        let mut fifo = OutputFifo::create(&fifo_path)
+            .unwrap()
+            .watch()
+            .map_err(|(_, err)| err)
+            .unwrap();
         self.writer.send(self.files.run_line()).await.unwrap();
         let mut output = Vec::new();
         let mut buf = vec![0u8; 65536];
@@ -151,7 +155,7 @@ impl TestShell {
         })
         .await
         .expect("run finished");
-        drop(fifo.keepalive);
+        fifo.run_reported();
         loop {
             match shellvisor_process::read_now(&fifo.receiver, &mut buf) {
                 Ok(0) => break,

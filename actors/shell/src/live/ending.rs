@@ -72,8 +72,8 @@ impl LiveShell {
             return;
         }
         self.run = None;
-        if let Some(receiver) = completed.drained_fifo {
-            self.fifos.give_back(receiver);
+        if let Some(fifo) = completed.drained_fifo {
+            self.fifos.give_back(fifo);
         }
     }
 
