@@ -148,10 +148,7 @@ impl Actor for Session {
                 request,
                 reply,
                 started,
-                // Boxed: ractor moves this handler's future with every message,
-                // and a run's planning and start would make it several KiB for
-                // all of them (docs/architecture.md, "Measured costs").
-            } => Box::pin(state.run(&myself, request, reply, started)).await,
+            } => state.run(&myself, request, reply, started).await,
             SessionMsg::ReadOutput {
                 job_id,
                 offset,

@@ -51,6 +51,14 @@ pub(crate) struct RunCaller {
     pub(crate) started: StartedTx,
 }
 
+/// A run no pooled Job took: the Job to spawn for it.
+pub(crate) struct JobToSpawn {
+    job_id: JobId,
+    args: Box<JobArgs>,
+    started: StartedTx,
+    on_terminal: bool,
+}
+
 /// A planned run that needs a shell (not a terminal): what it needs to
 /// start, kept while it waits for one.
 #[derive(Debug)]
@@ -158,38 +166,8 @@ impl SessionState {
         run: ShellRun,
     ) -> std::result::Result<(), (Error, ShellRun)> {
         if run.is_async {
-            let slot = match self.args.slots.try_acquire() {
-                Ok(slot) => slot,
-                Err(limit) => {
-                    run.refuse(Error::JobLimitReached { limit });
-                    return Ok(());
-                }
-            };
-            let shell = match self.isolated_shell(myself, &run.job_id).await {
-                Ok(shell) => shell,
-                Err(err) => return Err((err, run)),
-            };
-            let ShellRun {
-                job_id,
-                plan,
-                caller,
-                ..
-            } = run;
-            let answer = self.requested_start(&job_id, &plan);
-            let start = JobStart::Background { slot };
-            let outcome = self
-                .start_job(
-                    myself,
-                    job_id,
-                    plan,
-                    Runner::Shell(shell),
-                    start,
-                    caller.started,
-                )
-                .await
-                .map(|()| RunOutcome::Backgrounded(answer));
-            let _ = caller.reply.send(outcome);
-            return Ok(());
+            // Boxed (see `lend_shell`): it starts a shell.
+            return Box::pin(self.start_async_run(myself, run)).await;
         }
         let shell = match self.lend_shell(myself, &run.job_id).await {
             Ok(shell) => shell,
@@ -201,8 +179,53 @@ impl SessionState {
             caller,
             ..
         } = run;
-        self.start_foreground(myself, job_id, plan, Runner::Shell(shell), caller)
-            .await;
+        if let Some(spawn) =
+            self.start_foreground(myself, job_id, plan, Runner::Shell(shell), caller)
+        {
+            // Boxed (see `lend_shell`).
+            let _ = Box::pin(self.spawn_job(myself, spawn)).await;
+        }
+        Ok(())
+    }
+
+    /// [`Self::start_shell_run`] for an async run: on a fresh shell, under
+    /// both running-job caps, answered at once.
+    async fn start_async_run(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        run: ShellRun,
+    ) -> std::result::Result<(), (Error, ShellRun)> {
+        let slot = match self.args.slots.try_acquire() {
+            Ok(slot) => slot,
+            Err(limit) => {
+                run.refuse(Error::JobLimitReached { limit });
+                return Ok(());
+            }
+        };
+        let shell = match self.isolated_shell(myself, &run.job_id).await {
+            Ok(shell) => shell,
+            Err(err) => return Err((err, run)),
+        };
+        let ShellRun {
+            job_id,
+            plan,
+            caller,
+            ..
+        } = run;
+        let answer = self.requested_start(&job_id, &plan);
+        let start = JobStart::Background { slot };
+        let outcome = self
+            .start_job(
+                myself,
+                job_id,
+                plan,
+                Runner::Shell(shell),
+                start,
+                caller.started,
+            )
+            .await
+            .map(|()| RunOutcome::Backgrounded(answer));
+        let _ = caller.reply.send(outcome);
         Ok(())
     }
 
@@ -227,15 +250,19 @@ impl SessionState {
         )
     }
 
-    /// Starts a job whose caller waits, with the auto-background timer armed.
-    pub(crate) async fn start_foreground(
+    /// Starts a job whose caller waits, with the auto-background timer
+    /// armed; answers the Job to spawn when no pooled Job took the run (on
+    /// failure the reply port goes with the Job's arguments: its caller
+    /// sees the call end, `actor_gone`).
+    #[must_use]
+    pub(crate) fn start_foreground(
         &mut self,
         myself: &ActorRef<SessionMsg>,
         job_id: JobId,
         plan: RunPlan,
         runner: Runner,
         caller: RunCaller,
-    ) {
+    ) -> Option<JobToSpawn> {
         let auto_background = plan.auto_background;
         if let Runner::Shell(_) = &runner
             && self.shells.primary_held_by(&job_id)
@@ -250,14 +277,12 @@ impl SessionState {
             reply: caller.reply,
             auto_background,
         };
-        // On failure the reply port went with the Job's arguments: its caller
-        // sees the call end (`actor_gone`).
-        let _ = self
-            .start_job(myself, job_id, plan, runner, start, caller.started)
-            .await;
+        self.hand_to_job(job_id, plan, runner, start, caller.started)
     }
 
-    /// Spawns the Job and books it.
+    /// Hands the run to a Job and books it: a pooled Job whose last run is
+    /// recorded, or else one spawned now (and kept for the next runs when
+    /// this one ends).
     pub(crate) async fn start_job(
         &mut self,
         myself: &ActorRef<SessionMsg>,
@@ -267,9 +292,25 @@ impl SessionState {
         start: JobStart,
         started: StartedTx,
     ) -> Result<()> {
+        match self.hand_to_job(job_id, plan, runner, start, started) {
+            None => Ok(()),
+            // Boxed (see `lend_shell`).
+            Some(spawn) => Box::pin(self.spawn_job(myself, spawn)).await,
+        }
+    }
+
+    /// Hands the run to a pooled Job, or answers the Job to spawn for it.
+    fn hand_to_job(
+        &mut self,
+        job_id: JobId,
+        plan: RunPlan,
+        runner: Runner,
+        start: JobStart,
+        mut started: StartedTx,
+    ) -> Option<JobToSpawn> {
         tracing::trace!(target: "shellvisor::stage", "session: start_job");
         let on_terminal = matches!(runner, Runner::Pty(_));
-        let args = JobArgs {
+        let args = Box::new(JobArgs {
             ctx: Arc::clone(&self.args.ctx),
             job_id: job_id.clone(),
             plan,
@@ -282,15 +323,32 @@ impl SessionState {
             artifacts: self.args.artifacts.clone(),
             containment: self.args.containment.clone(),
             init: self.args.init.clone(),
-        };
-        // A Job whose last run is recorded takes this one; without one, a
-        // Job starts (and is kept for the next runs when this one ends).
-        let mut args = Box::new(args);
+        });
+        let (job_id, args) = self
+            .begin_on_spare(job_id, args, &mut started, on_terminal)
+            .err()?;
+        Some(JobToSpawn {
+            job_id,
+            args,
+            started,
+            on_terminal,
+        })
+    }
+
+    /// Hands the run to a spare Job, if one takes it (booked then); the
+    /// arguments come back when none is left.
+    fn begin_on_spare(
+        &mut self,
+        job_id: JobId,
+        mut args: Box<JobArgs>,
+        started: &mut StartedTx,
+        on_terminal: bool,
+    ) -> std::result::Result<(), (JobId, Box<JobArgs>)> {
         while let Some(spare) = self.job_pool.take_spare() {
             match spare.cast(JobMsg::Begin(args)) {
                 Ok(()) => {
                     tracing::trace!(target: "shellvisor::stage", "session: job reused");
-                    if let Some(started) = started {
+                    if let Some(started) = started.take() {
                         let _ = started.send(job_id.clone());
                     }
                     self.jobs.add(job_id, JobRef::Live(spare), on_terminal);
@@ -302,11 +360,22 @@ impl SessionState {
                 Err(_) => return Ok(()),
             }
         }
-        // Boxed, as every actor start on a message's path: the handler's
-        // future is moved with each message the Session gets, and would
-        // otherwise carry this start's state (docs/architecture.md,
-        // "Measured costs").
-        match Box::pin(Actor::spawn_linked(None, Job, *args, myself.get_cell())).await {
+        Err((job_id, args))
+    }
+
+    /// Spawns a Job for the run and books it.
+    pub(crate) async fn spawn_job(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        spawn: JobToSpawn,
+    ) -> Result<()> {
+        let JobToSpawn {
+            job_id,
+            args,
+            started,
+            on_terminal,
+        } = spawn;
+        match Actor::spawn_linked(None, Job, *args, myself.get_cell()).await {
             Ok((job, _)) => {
                 tracing::trace!(target: "shellvisor::stage", "session: job spawned");
                 if let Some(started) = started {

@@ -39,6 +39,23 @@ impl SessionState {
         myself: &ActorRef<SessionMsg>,
         job_id: &JobId,
     ) -> Result<ActorRef<ShellMsg>> {
+        if let Some(primary) = self.shells.lend_primary(job_id) {
+            return Ok(primary);
+        }
+        // Boxed, as every start of a shell or Job on a message's path:
+        // ractor moves the handler's future with each message the Session
+        // gets, and a future is as large as its largest await (a shell's
+        // start) even when, as for most runs, that await is never reached
+        // (docs/architecture.md, "Measured costs").
+        Box::pin(self.lend_started_shell(myself, job_id)).await
+    }
+
+    /// [`Self::lend_shell`] when the primary is missing or busy.
+    async fn lend_started_shell(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        job_id: &JobId,
+    ) -> Result<ActorRef<ShellMsg>> {
         if !self.shells.has_primary() {
             self.start_primary(myself).await?;
         }

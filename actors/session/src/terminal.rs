@@ -102,8 +102,9 @@ impl SessionState {
             spec,
         }));
         if !request.run_async {
-            self.start_foreground(myself, job_id, plan, runner, caller)
-                .await;
+            if let Some(spawn) = self.start_foreground(myself, job_id, plan, runner, caller) {
+                let _ = self.spawn_job(myself, spawn).await;
+            }
             return;
         }
         let slot = match self.args.slots.try_acquire() {
