@@ -110,7 +110,7 @@ impl SessionState {
             match self.open_terminal(&request, &mut plan) {
                 Ok(Some(terminal)) => {
                     let caller = RunCaller { reply, started };
-                    // Boxed: it starts a terminal's actors (see `start_job`).
+                    // Boxed: it starts a terminal's actors (see `lend_shell`).
                     Box::pin(
                         self.run_on_terminal(myself, &request, job_id, plan, terminal, caller),
                     )

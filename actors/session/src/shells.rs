@@ -149,7 +149,7 @@ impl SessionState {
             env: Some(records_tx),
             init: self.args.init.clone().filter(|init| init.enabled()),
         };
-        // Boxed, as every actor start on a message's path (see `start_job`).
+        // Boxed, as every actor start on a message's path (see `lend_shell`).
         let (shell, _) = Box::pin(Actor::spawn_linked(None, Shell, args, myself.get_cell()))
             .await
             .map_err(|err| Error::Spawn {

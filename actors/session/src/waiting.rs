@@ -85,7 +85,7 @@ impl SessionState {
             if run.caller_left() {
                 continue;
             }
-            // Boxed: reached from most handlers, and rarely (see `run`).
+            // Boxed: reached from most handlers, and rarely (see `lend_shell`).
             if let Err((err, run)) = Box::pin(self.start_shell_run(myself, run)).await {
                 self.wait_until(myself, err, run, until);
             }
