@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-use std::time::SystemTime;
 
 use ractor::Actor;
 use ractor::ActorProcessingErr;
@@ -12,13 +11,10 @@ use ractor::DerivedActorRef;
 use ractor::MessagingErr;
 use ractor::RpcReplyPort;
 use ractor::SupervisionEvent;
-use shellvisor_actor_pty::PtyArgs;
 use shellvisor_actor_pty::PtyLaunch;
 use shellvisor_actor_pty::PtyMsg;
-use shellvisor_actor_pty::PtySession;
 use shellvisor_actor_shell::ShellMsg;
 use shellvisor_actor_sink::ArtifactBudget;
-use shellvisor_actor_sink::SinkArgs;
 use shellvisor_actor_sink::SinkFeed;
 use shellvisor_policy::RunPlan;
 use shellvisor_process::contain::SessionContainment;
@@ -42,6 +38,7 @@ use shellvisor_run::Timer;
 use shellvisor_run::instant_after;
 use tokio::sync::broadcast;
 
+use crate::begin::Opening;
 use crate::clock::JobClock;
 use crate::delivery::Delivery;
 use crate::limits::RunLimitsState;
@@ -49,8 +46,6 @@ use crate::messages::JobMsg;
 use crate::messages::JobNotice;
 use crate::offer::Offer;
 use crate::ready::Readiness;
-use crate::ready::output_watch;
-use crate::ready::start_readiness;
 
 /// How many times a run refused by a dead shell is moved to a fresh one.
 const MAX_SHELL_RETRIES: u32 = 2;
@@ -117,7 +112,7 @@ pub struct JobArgs {
 
 /// The minimizer's filter for a run: with the minimizer on, a pipe-mode run
 /// of one simple command (its program's filter, or the generic rules).
-fn minimizer_filter(args: &JobArgs) -> Option<Arc<shellvisor_minimizer::Filter>> {
+pub(crate) fn minimizer_filter(args: &JobArgs) -> Option<Arc<shellvisor_minimizer::Filter>> {
     let filters = args.ctx.minimizer.as_ref()?;
     if matches!(args.runner, Runner::Pty(_)) {
         return None;
@@ -266,11 +261,15 @@ impl Actor for Job {
                     clock: std::mem::take(&mut state.clock),
                     run_notices: state.run_notices.clone(),
                 };
-                // Boxed: ractor moves this handler's future with every
-                // message, and a run's start would double its size for all
-                // (docs/architecture.md, "Measured costs").
-                *state =
-                    Box::pin(JobState::begin(&myself, *args, state.run + 1, issued, kept)).await?;
+                let run = state.run + 1;
+                let opened = match Opening::new(&myself, *args, kept).without_actors(&myself) {
+                    Ok(opened) => opened,
+                    // Boxed: ractor moves this handler's future with every
+                    // message, and a start of actors would double its size
+                    // for all (docs/architecture.md, "Measured costs").
+                    Err(opening) => Box::pin(opening.start_actors(&myself)).await?,
+                };
+                *state = opened.into_state(&myself, run, issued);
             }
             JobMsg::ReadyPolled { run, .. } | JobMsg::Unresponsive(run) if run != state.run => {}
             JobMsg::ReadyPolled {
@@ -412,135 +411,11 @@ impl JobState {
         tokens_issued: u64,
         kept: Kept,
     ) -> std::result::Result<JobState, ActorProcessingErr> {
-        tracing::trace!(target: "shellvisor::stage", "job: pre_start");
-        let started = Instant::now();
-        let config = &args.ctx.config;
-        let mut output = config.output.clone();
-        if let Runner::Pty(_) = &args.runner {
-            output.stream_throttle_ms = config.pty.stream_throttle_ms;
-        }
-        let minimize = minimizer_filter(&args);
-        let sink_args = SinkArgs {
-            job_id: args.job_id.clone(),
-            config: output,
-            artifact_path: args.artifact_path,
-            budget: args.artifacts.clone(),
-            keep_artifact: config.artifacts_dir.is_some(),
-            events: args.events.clone(),
-            watch: output_watch(&args.plan, myself),
-            minimize,
+        let opened = match Opening::new(myself, args, kept).without_actors(myself) {
+            Ok(opened) => opened,
+            Err(opening) => opening.start_actors(myself).await?,
         };
-        // A terminal always prints, and a silence clock runs from the start:
-        // their Sink starts now. Any other run's starts with its first byte.
-        let feed = if sink_args.watch.watches_silence() || matches!(args.runner, Runner::Pty(_)) {
-            // Boxed, as every actor start on a message's path: the
-            // handler's future is moved with each message the Job gets,
-            // and would otherwise carry this start's state (see
-            // docs/architecture.md, "Measured costs").
-            Box::pin(SinkFeed::spawn(sink_args, myself.get_cell())).await?
-        } else {
-            SinkFeed::lazy(sink_args, myself.get_cell())
-        };
-        tracing::trace!(target: "shellvisor::stage", "job: sink spawned");
-        // Built only for a listener (an event sent to none is dropped).
-        if args.events.receiver_count() > 0 {
-            let _ = args.events.send(SessionEvent::JobStarted {
-                job_id: args.job_id.clone(),
-                command: args.plan.command.clone(),
-            });
-        }
-        let Kept {
-            mut clock,
-            run_notices,
-        } = kept;
-        let (caller, slot, auto_background) = match args.start {
-            JobStart::Foreground {
-                reply,
-                auto_background,
-            } => (Caller::Waiting(reply), None, auto_background),
-            JobStart::Background { slot } => (Caller::Backgrounded, Some(slot), None),
-        };
-        clock.start_run(
-            myself,
-            args.plan.timeout.deadline.map(instant_after),
-            auto_background.map(instant_after),
-        );
-        let started_at_ms = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let mut pty_failure = None;
-        let runner = match args.runner {
-            Runner::Shell(shell) => RunnerRef::Shell { shell, refusals: 0 },
-            Runner::Pty(launch) => {
-                let pty_args = PtyArgs {
-                    ctx: Arc::clone(&args.ctx),
-                    job_id: args.job_id.clone(),
-                    launch: *launch,
-                    sink: feed.clone(),
-                    reply_to: run_notices.clone(),
-                    events: args.events.clone(),
-                };
-                let session = match Box::pin(Actor::spawn_linked(
-                    None,
-                    PtySession,
-                    pty_args,
-                    myself.get_cell(),
-                ))
-                .await
-                {
-                    Ok((pty, _)) => Some(pty),
-                    Err(err) => {
-                        pty_failure = Some(err.to_string());
-                        None
-                    }
-                };
-                RunnerRef::Pty {
-                    session,
-                    state: PtyState::Running,
-                }
-            }
-        };
-        let readiness = start_readiness(&args.plan, myself, run);
-        let limits = RunLimitsState::place(&args.plan, args.containment.as_ref(), &args.job_id);
-        let state = JobState {
-            readiness,
-            limits,
-            ctx: args.ctx,
-            job_id: args.job_id,
-            plan: args.plan,
-            runner,
-            feed,
-            notify: args.notify,
-            events: args.events,
-            started,
-            started_at_ms,
-            caller,
-            slots: args.slots,
-            slot,
-            clock,
-            run_notices,
-            watchdog: None,
-            kill_sent: false,
-            runner_reported: false,
-            answers: Answers {
-                delivery: Delivery::after(tokens_issued),
-                ..Answers::default()
-            },
-            run,
-            recorded: false,
-            init: args.init,
-        };
-        if let Some(reason) = pty_failure {
-            tracing::warn!(job = %state.job_id, %reason, "could not start the program on a terminal");
-            let _ = myself.cast(JobMsg::Runner(RunNotice::Finished(Box::new(
-                RunReport::refused(format!(
-                    "the program could not be started on a terminal ({reason})"
-                )),
-            ))));
-        } else {
-            state.exec(myself);
-        }
-        Ok(state)
+        Ok(opened.into_state(myself, run, tokens_issued))
     }
 
     /// The runner's report. A shell that refused the run before anything

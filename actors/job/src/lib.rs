@@ -26,6 +26,7 @@
 mod actor;
 mod answers;
 mod background;
+mod begin;
 mod clock;
 mod delivery;
 mod info;
