@@ -1,6 +1,7 @@
 //! Identifiers.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -57,7 +58,11 @@ impl From<String> for SessionId {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
-pub struct JobId(String);
+pub struct JobId(
+    // Shared, not copied, when cloned: a run's id is held by its Job, its
+    // record, its Sink and its events.
+    Arc<str>,
+);
 
 impl JobId {
     /// A fresh random job id such as `job_k3q...` (30 characters).
@@ -65,15 +70,24 @@ impl JobId {
     /// # Errors
     /// Fails only when the operating system's random source is unavailable.
     pub fn random() -> std::io::Result<Self> {
-        let mut id = String::with_capacity(JOB_ID_PREFIX.len() + token_len(JOB_ID_RANDOM_BYTES));
-        id.push_str(JOB_ID_PREFIX);
-        push_random_token(&mut id, JOB_ID_RANDOM_BYTES)?;
-        Ok(Self(id))
+        // Made on the stack: the id's one allocation is its shared text.
+        const LEN: usize = JOB_ID_PREFIX.len() + token_len(JOB_ID_RANDOM_BYTES);
+        let mut id = [0u8; LEN];
+        id[..JOB_ID_PREFIX.len()].copy_from_slice(JOB_ID_PREFIX.as_bytes());
+        let mut at = JOB_ID_PREFIX.len();
+        encode_random(JOB_ID_RANDOM_BYTES, |c| {
+            if let Some(slot) = id.get_mut(at) {
+                *slot = c;
+            }
+            at += 1;
+        })?;
+        let id = std::str::from_utf8(&id).map_err(std::io::Error::other)?;
+        Ok(Self(Arc::from(id)))
     }
 
     /// Wraps an id received from a caller (it is looked up, never trusted).
     pub fn new(id: impl Into<String>) -> Self {
-        Self(id.into())
+        Self(id.into().into())
     }
 
     /// The id as text.
@@ -131,6 +145,12 @@ fn fill_random(out: &mut [u8]) -> std::io::Result<()> {
 /// Appends `bytes` random bytes from the operating system to `out`, encoded
 /// as lowercase base32.
 fn push_random_token(out: &mut String, bytes: usize) -> std::io::Result<()> {
+    encode_random(bytes, |c| out.push(char::from(c)))
+}
+
+/// Hands `bytes` random bytes from the operating system to `push`, encoded
+/// as lowercase base32 (ASCII), one character at a time.
+fn encode_random(bytes: usize, mut push: impl FnMut(u8)) -> std::io::Result<()> {
     let mut raw = [0u8; RANDOM_POOL_BYTES];
     let raw = raw
         .get_mut(..bytes)
@@ -143,13 +163,11 @@ fn push_random_token(out: &mut String, bytes: usize) -> std::io::Result<()> {
         bits += 8;
         while bits >= 5 {
             bits -= 5;
-            out.push(char::from(BASE32_ALPHABET[((acc >> bits) & 31) as usize]));
+            push(BASE32_ALPHABET[((acc >> bits) & 31) as usize]);
         }
     }
     if bits > 0 {
-        out.push(char::from(
-            BASE32_ALPHABET[((acc << (5 - bits)) & 31) as usize],
-        ));
+        push(BASE32_ALPHABET[((acc << (5 - bits)) & 31) as usize]);
     }
     Ok(())
 }
