@@ -8,6 +8,7 @@
 //! shell, so no other output contains it by chance.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use bytes::BytesMut;
@@ -18,8 +19,9 @@ const REPLACEMENT: &[u8] = b"bash: line ";
 /// Rewrites `<runtime file>: line ` to `bash: line ` in a byte stream.
 #[derive(Clone, Debug)]
 pub(crate) struct SourceNames {
-    /// `<file>: line ` for each file bash reads for a run.
-    patterns: Vec<Vec<u8>>,
+    /// `<file>: line ` for each file bash reads for a run (the same for
+    /// all of a shell's runs: each run's copy shares them).
+    patterns: Arc<[Box<[u8]>]>,
     /// The end of the last chunk that may begin a pattern.
     carry: BytesMut,
 }
@@ -33,7 +35,7 @@ impl SourceNames {
             .map(|file| {
                 let mut pattern = file.as_os_str().as_bytes().to_vec();
                 pattern.extend_from_slice(b": line ");
-                pattern
+                pattern.into_boxed_slice()
             })
             .collect();
         Self {
@@ -63,6 +65,10 @@ impl SourceNames {
 
     /// What is held back, at the end of the stream.
     pub(crate) fn flush(&mut self) -> Bytes {
+        if self.carry.is_empty() {
+            // Most runs hold nothing back; splitting would allocate.
+            return Bytes::new();
+        }
         self.carry.split().freeze()
     }
 
@@ -95,7 +101,12 @@ impl SourceNames {
 
     /// How many bytes at the end of `data` are a proper beginning of a name.
     fn partial_tail(&self, data: &[u8]) -> usize {
-        let longest = self.patterns.iter().map(Vec::len).max().unwrap_or(0);
+        let longest = self
+            .patterns
+            .iter()
+            .map(|pattern| pattern.len())
+            .max()
+            .unwrap_or(0);
         let window = data.len().min(longest.saturating_sub(1));
         let tail = &data[data.len() - window..];
         // The earliest candidate holds back the most; any later one is inside it.
