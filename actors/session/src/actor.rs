@@ -28,6 +28,7 @@ use tokio::sync::broadcast;
 use crate::book::JobBook;
 use crate::budget::RestartBudget;
 use crate::idle::IdleClock;
+use crate::jobs::local_root;
 use crate::messages::SessionMsg;
 use crate::pool::ShellPool;
 use crate::records::JobPool;
@@ -88,6 +89,10 @@ pub struct SessionState {
     pub(crate) job_notices: DerivedActorRef<JobNotice>,
     /// Runs waiting for a retiring shell to go (the shell limit).
     pub(crate) waiting: WaitingRuns,
+    /// The session's `local://` root: a directory in its artifacts
+    /// directory, which does not change while the session lives (made once,
+    /// not for every run's plan).
+    pub(crate) local_root: PathBuf,
 }
 
 impl Actor for Session {
@@ -114,6 +119,7 @@ impl Actor for Session {
             relocated: None,
             job_notices: myself.get_derived(),
             waiting: WaitingRuns::default(),
+            local_root: local_root(&args.artifacts_dir),
             args,
         })
     }

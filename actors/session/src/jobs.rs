@@ -1,5 +1,7 @@
 //! The session's jobs: admission, the job API, and the completion stream.
 
+use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +39,11 @@ use crate::messages::SessionMsg;
 
 /// The `local://` root's directory inside the session's artifacts directory.
 const LOCAL_DIR: &str = "local";
+
+/// The `local://` root of a session whose artifacts go to `artifacts_dir`.
+pub(crate) fn local_root(artifacts_dir: &Path) -> PathBuf {
+    artifacts_dir.join(LOCAL_DIR)
+}
 /// How long a job may take to answer the session.
 const JOB_ANSWER_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -232,14 +239,13 @@ impl SessionState {
     /// Validates and shapes a request (see [`shellvisor_policy::plan`]).
     fn plan(&self, request: &RunRequest) -> Result<RunPlan> {
         let ctx = &self.args.ctx;
-        let local_root = self.args.artifacts_dir.join(LOCAL_DIR);
         plan(
             request,
             &PlanContext {
                 config: &ctx.config,
                 interceptor: ctx.interceptor.as_ref(),
                 urls: UrlContext {
-                    local_root: &local_root,
+                    local_root: &self.local_root,
                     artifacts_dir: &self.args.artifacts_dir,
                     resolvers: &ctx.resolvers,
                 },
@@ -319,7 +325,10 @@ impl SessionState {
             slots: self.args.slots.clone(),
             notify: self.job_notices.clone(),
             events: self.args.events.clone(),
-            artifact_path: self.args.artifacts_dir.join(format!("{job_id}.log")),
+            artifact_path: shellvisor_policy::artifact_path(
+                &self.args.artifacts_dir,
+                job_id.as_str(),
+            ),
             artifacts: self.args.artifacts.clone(),
             containment: self.args.containment.clone(),
             init: self.args.init.clone(),

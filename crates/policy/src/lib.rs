@@ -68,5 +68,6 @@ pub use urls::SkillResolver;
 pub use urls::UrlContext;
 pub use urls::UrlResolver;
 pub use urls::UrlTarget;
+pub use urls::artifact_path;
 pub use urls::expand_internal_urls;
 pub use urls::resolve_internal_url;

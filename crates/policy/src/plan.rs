@@ -1,5 +1,6 @@
 //! Request planning: a [`RunRequest`] validated and shaped into a [`RunPlan`].
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -123,7 +124,9 @@ pub fn plan(request: &RunRequest, ctx: &PlanContext<'_>) -> Result<RunPlan> {
     validate_env(&request.env)?;
     validate_command(&request.command)?;
     let policy = &ctx.config.policy;
-    let mut command = request.command.clone();
+    // Borrowed until a rewrite needs its own: the expansion below makes
+    // the plan's copy.
+    let mut command = Cow::Borrowed(request.command.as_str());
     let mut cwd = request.cwd.clone();
     let mut stripped = None;
     if cwd.is_none()
@@ -134,7 +137,7 @@ pub fn plan(request: &RunRequest, ctx: &PlanContext<'_>) -> Result<RunPlan> {
     {
         cwd = Some(cd.dir);
         stripped = Some(cd.rest.clone());
-        command = cd.rest;
+        command = Cow::Owned(cd.rest);
     }
     if request.run_async && !ctx.config.jobs.async_enabled {
         return Err(Error::InvalidRequest {

@@ -17,6 +17,7 @@
 //! does not resolve is left alone (as in the reference tool), and so is a
 //! command bash itself could not read (an unterminated quote).
 
+use std::ffi::OsString;
 use std::fmt;
 use std::path::Path;
 use std::path::PathBuf;
@@ -60,6 +61,23 @@ pub enum UrlTarget {
     EnvValue,
     /// In a cwd: raw paths; nothing is created.
     Cwd,
+}
+
+/// What follows a job id in the name of its artifact file.
+const ARTIFACT_SUFFIX: &str = ".log";
+
+/// Where the artifact of the run `job_id` is written, and where
+/// `artifact://<job id>` finds it: `<artifacts_dir>/<job id>.log`.
+pub fn artifact_path(artifacts_dir: &Path, job_id: &str) -> PathBuf {
+    let dir = artifacts_dir.as_os_str();
+    let mut path = OsString::with_capacity(dir.len() + 1 + job_id.len() + ARTIFACT_SUFFIX.len());
+    path.push(dir);
+    if !dir.as_encoded_bytes().ends_with(b"/") {
+        path.push("/");
+    }
+    path.push(job_id);
+    path.push(ARTIFACT_SUFFIX);
+    PathBuf::from(path)
 }
 
 /// What URL expansion needs.
@@ -268,7 +286,7 @@ pub fn resolve_internal_url(
             {
                 return Err(format!("invalid artifact id: {id}"));
             }
-            let path = resolve_beneath(ctx.artifacts_dir, &format!("{id}.log"), false)
+            let path = resolve_beneath(ctx.artifacts_dir, &format!("{id}{ARTIFACT_SUFFIX}"), false)
                 .map_err(|_| format!("invalid artifact id: {id}"))?;
             if path.is_file() {
                 Ok(path)
@@ -419,6 +437,16 @@ mod tests {
                 artifacts_dir: &self.artifacts,
                 resolvers: &self.resolvers,
             }
+        }
+    }
+
+    #[test]
+    fn an_artifact_path_is_the_job_id_with_its_suffix_in_the_directory() {
+        for dir in ["/a/b", "/a/b/"] {
+            assert_eq!(
+                artifact_path(Path::new(dir), "job_x"),
+                Path::new("/a/b").join("job_x.log")
+            );
         }
     }
 
