@@ -1,5 +1,6 @@
 //! Rendering a run's output and result text for a model.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::sanitize::sanitize_counting;
@@ -223,9 +224,9 @@ pub fn render_output(
         body.push('\n');
     }
     if elided_lines > 1 {
-        body.push_str(&format!("[…{elided_lines}ln elided…]\n"));
+        let _ = writeln!(body, "[…{elided_lines}ln elided…]");
     } else {
-        body.push_str(&format!("[…{elided_bytes}B elided…]\n"));
+        let _ = writeln!(body, "[…{elided_bytes}B elided…]");
     }
     let (tail_text, tail_cut_lines) = sanitize_counting(shown_tail, max_columns);
     body.push_str(&tail_text);
@@ -314,16 +315,17 @@ pub fn result_text(parts: &ResultTextParts<'_>) -> String {
     }
     let body = parts.body.trim_end_matches('\n');
     text.push_str(if body.is_empty() { "(no output)" } else { body });
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "\n\nWall time: {:.2} seconds",
         parts.wall_time.as_secs_f64()
-    ));
+    );
     for notice in parts.notices {
         text.push('\n');
         text.push_str(notice);
     }
     if let Some(code) = parts.exit_code.filter(|code| *code != 0) {
-        text.push_str(&format!("\n\nCommand exited with code {code}"));
+        let _ = write!(text, "\n\nCommand exited with code {code}");
     }
     if let Some(notice) = parts.truncation_notice {
         text.push_str("\n\n");
@@ -353,10 +355,11 @@ pub fn background_text(
     hint: &str,
 ) -> String {
     let mut text = lead(preview.trim(), notices);
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "Background job {job_id} started: {label}\n\
          Result will be delivered automatically when complete.\n"
-    ));
+    );
     text.push_str(&hint.replace("{job_id}", job_id));
     text
 }
@@ -372,11 +375,12 @@ pub fn background_text(
 pub fn awaiting_input_text(job_id: &str, label: &str, screen: &str, notices: &[String]) -> String {
     // A screen keeps its leading indentation; only blank rows go.
     let mut text = lead(screen.trim_end(), notices);
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "Job {job_id} is waiting for terminal input: {label}\n\
          The screen is shown above. Send input or keys (Enter, C-c, C-d, ...) to the job to continue, \
          or kill it; its result will be delivered automatically when it exits."
-    ));
+    );
     text
 }
 
