@@ -1,7 +1,7 @@
 //! Criterion benches of the hot pure paths, with throughput figures: the
 //! status-record scanner across chunk boundaries, the head/tail buffer, the
-//! sanitizer, the request policy checks, and what per-run process tracking
-//! costs a run (the start mark every run takes).
+//! sanitizer, the request policy checks, what per-run process tracking
+//! costs a run (the start mark every run takes), and a run's id.
 //!
 //! `cargo bench -p shellvisor-benches --bench hot_paths`
 
@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
+use std::path::Path;
 
 use criterion::BenchmarkId;
 use criterion::Criterion;
@@ -19,12 +20,14 @@ use shellvisor_output::HeadTail;
 use shellvisor_output::Sanitizer;
 use shellvisor_policy::Interceptor;
 use shellvisor_policy::ShellTraits;
+use shellvisor_policy::artifact_path;
 use shellvisor_policy::default_intercept_rules;
 use shellvisor_policy::may_change_environment;
 use shellvisor_policy::rewrite_leading_cd;
 use shellvisor_policy::validate_env;
 use shellvisor_process::RunStart;
 use shellvisor_process::StatusParser;
+use shellvisor_protocol::JobId;
 use shellvisor_protocol::random_token;
 
 /// A status channel's bytes: `records` status records, each followed by an
@@ -164,6 +167,26 @@ fn run_tracking(c: &mut Criterion) {
     group.finish();
 }
 
+/// A run's id as a run's path uses it: made once, then held by the
+/// Session's book, the Job, its Sink, its result and its record (shared
+/// text: each copy is a reference count), and its artifact's path.
+fn run_ids(c: &mut Criterion) {
+    let mut group = c.benchmark_group("run_ids");
+    group.bench_function("job_id_made_and_held_six_times", |b| {
+        b.iter(|| {
+            let id = JobId::random().unwrap();
+            let held: [JobId; 6] = std::array::from_fn(|_| id.clone());
+            black_box(held)
+        })
+    });
+    let dir = Path::new("/dev/shm/shellvisor-0123456789/s-abcdefghij/artifacts");
+    let id = JobId::random().unwrap();
+    group.bench_function("artifact_path", |b| {
+        b.iter(|| black_box(artifact_path(black_box(dir), id.as_str())))
+    });
+    group.finish();
+}
+
 /// A released shell counting what its commands left running: every
 /// process on the machine (`/proc`) against the session's own, as its
 /// cgroup lists them. The ratio grows with the machine's process count.
@@ -195,6 +218,7 @@ criterion_group!(
     sanitizer,
     policy,
     run_tracking,
+    run_ids,
     member_count
 );
 criterion_main!(benches);
