@@ -179,6 +179,15 @@ fn run_ids(c: &mut Criterion) {
             black_box(held)
         })
     });
+    // The baseline, in the same run: the id's text copied for each holder,
+    // as a `String` id was until 2026-12-07.
+    group.bench_function("id_text_made_and_copied_six_times", |b| {
+        b.iter(|| {
+            let id = JobId::random().unwrap();
+            let held: [String; 6] = std::array::from_fn(|_| id.as_str().to_owned());
+            black_box(held)
+        })
+    });
     let dir = Path::new("/dev/shm/shellvisor-0123456789/s-abcdefghij/artifacts");
     let id = JobId::random().unwrap();
     group.bench_function("artifact_path", |b| {
