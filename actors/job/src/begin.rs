@@ -22,6 +22,7 @@ use shellvisor_actor_sink::SinkArgs;
 use shellvisor_actor_sink::SinkFeed;
 use shellvisor_policy::RunPlan;
 use shellvisor_process::contain::SessionContainment;
+use shellvisor_protocol::JobId;
 use shellvisor_protocol::PtyState;
 use shellvisor_protocol::SessionEvent;
 use shellvisor_run::JobSlots;
@@ -75,7 +76,7 @@ pub(crate) struct Opened {
 #[derive(Debug)]
 struct Rest {
     ctx: Arc<RuntimeContext>,
-    job_id: shellvisor_protocol::JobId,
+    job_id: JobId,
     plan: RunPlan,
     notify: DerivedActorRef<JobNotice>,
     events: broadcast::Sender<SessionEvent>,
