@@ -78,6 +78,33 @@ async fn a_command_that_removes_or_replaces_the_output_fifos_does_not_cost_later
     }
 }
 
+/// A command that moves the shell's private directory (its command file,
+/// wrapper and output FIFOs) away: the FIFO made ready for the next run is
+/// still the one in the moved directory, so only a check of the path bash
+/// will open, not of the directory the runtime holds, finds it gone. Later
+/// runs still get their own output, and the session keeps its cwd.
+#[tokio::test]
+async fn a_command_that_moves_the_shells_directory_does_not_cost_later_runs_their_output() {
+    let rt = TestRuntime::start().await;
+    let session = rt.session("moved").await;
+    run(&session, "cd /tmp").await;
+    let moved = run(
+        &session,
+        r#"d=${BASH_SOURCE%/*}; mv -- "$d" "$d.moved" && echo moved"#,
+    )
+    .await;
+    assert_eq!(moved.output, "moved\n", "{}", moved.text);
+    for round in 0..3 {
+        let next = run(&session, &format!("echo after {round}; pwd")).await;
+        assert_eq!(
+            next.output,
+            format!("after {round}\n/tmp\n"),
+            "{}",
+            next.text
+        );
+    }
+}
+
 /// The probe that sees a shell wait for input in the middle of a run keeps
 /// one timer from run to run: after a stream of quick runs (which leave it
 /// armed at some point of its period), a command that stops the wrapper
