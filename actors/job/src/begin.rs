@@ -168,16 +168,24 @@ impl Opening {
     /// run's Sink starts with its first byte. (Boxed: that path starts
     /// actors anyway, and the common one returns less.)
     pub(crate) fn without_actors(self, myself: &ActorRef<JobMsg>) -> Result<Opened, Box<Self>> {
-        let shell = match &self.runner {
-            Runner::Shell(shell) if !self.sink_args.watch.watches_silence() => shell.clone(),
-            _ => return Err(Box::new(self)),
-        };
-        Ok(Opened {
-            rest: self.rest,
-            runner: RunnerRef::Shell { shell, refusals: 0 },
-            feed: SinkFeed::lazy(self.sink_args, myself.get_cell()),
-            pty_failure: None,
-        })
+        let Self {
+            rest,
+            runner,
+            sink_args,
+        } = self;
+        match runner {
+            Runner::Shell(shell) if !sink_args.watch.watches_silence() => Ok(Opened {
+                rest,
+                runner: RunnerRef::Shell { shell, refusals: 0 },
+                feed: SinkFeed::lazy(sink_args, myself.get_cell()),
+                pty_failure: None,
+            }),
+            runner => Err(Box::new(Self {
+                rest,
+                runner,
+                sink_args,
+            })),
+        }
     }
 
     /// The run started with its actors: its Sink, and for a terminal its
