@@ -577,3 +577,86 @@ async fn a_long_job_list_comes_a_page_at_a_time_and_the_pages_list_every_job_onc
     assert_eq!(refused.code(), ErrorCode::InvalidRequest);
     rt.runtime.shutdown().await;
 }
+
+/// A completion-stream consumer whose thread stalls (a loaded machine) just
+/// as a job's result is offered to it, while a wait for that job comes in:
+/// the result goes to one of them first, and the other never delivers it
+/// after. Here the wait comes while the consumer is stalled, so the wait
+/// is the delivery and the stream must not repeat it when it resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_while_the_streams_consumer_stalls_is_the_only_delivery() {
+    const STALL: Duration = Duration::from_secs(2);
+    let rt = TestRuntime::start().await;
+    let session = rt.session("stalled-consumer").await;
+    let mut events = session.subscribe();
+
+    // The consumer runs on a thread of its own, which it blocks after its
+    // first poll has asked the session for the next completion.
+    let (asked_tx, asked_rx) = tokio::sync::oneshot::channel();
+    let consumer_session = session.clone();
+    let consumer = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let mut next = std::pin::pin!(consumer_session.next_completion());
+            let first = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(next.as_mut().poll(cx).is_pending())
+            })
+            .await;
+            assert!(first, "a completion before any job ran");
+            asked_tx.send(()).unwrap();
+            std::thread::sleep(STALL);
+            let resumed = Instant::now();
+            let streamed = tokio::time::timeout(Duration::from_secs(1), next).await;
+            (
+                resumed,
+                streamed.ok().map(|result| result.expect("completion")),
+            )
+        })
+    });
+    asked_rx.await.expect("the consumer asked");
+
+    let job = outcome(&session, RunRequest::new("echo stalled").run_async(true))
+        .await
+        .backgrounded()
+        .expect("a background job");
+    // Finished: its result is on its way to the stalled consumer.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(event) = events.recv().await {
+            if matches!(&event, shellvisor::SessionEvent::JobFinished { job_id, .. } if *job_id == job.job_id)
+            {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the job finished");
+    let waited = session
+        .wait(&job.job_id, Duration::from_secs(10))
+        .await
+        .expect("a wait")
+        .expect("the finished job's result");
+    let waited_at = Instant::now();
+    assert_eq!(waited.output, "stalled\n");
+
+    let (resumed, streamed) = tokio::task::spawn_blocking(move || consumer.join().unwrap())
+        .await
+        .unwrap();
+    println!(
+        "wait returned {:?} before the consumer resumed; stream delivered: {}",
+        resumed.saturating_duration_since(waited_at),
+        streamed.is_some()
+    );
+    assert!(
+        waited_at < resumed,
+        "the wait came only after the consumer's {STALL:?} stall: nothing was tested"
+    );
+    assert!(
+        streamed.is_none(),
+        "the stream delivered {:?} after a wait had taken it",
+        streamed.map(|r| r.job_id)
+    );
+    rt.runtime.shutdown().await;
+}

@@ -9,6 +9,7 @@ use crate::actor::JobState;
 use crate::messages::JobMsg;
 use crate::messages::JobNotice;
 use crate::offer::Offer;
+use crate::offer::StreamOffer;
 
 impl JobState {
     /// A wait for the result: answered at once if the run has finished,
@@ -38,13 +39,19 @@ impl JobState {
 
     /// The completion stream asks for the result: an offer if the run has
     /// finished, nobody took it and no offer of it is unsettled.
-    pub(crate) fn claim(&mut self, myself: &ActorRef<JobMsg>, reply: RpcReplyPort<Option<Offer>>) {
+    pub(crate) fn claim(
+        &mut self,
+        myself: &ActorRef<JobMsg>,
+        reply: RpcReplyPort<Option<StreamOffer>>,
+    ) {
         let offer = match &self.answers.result {
             Some(result) => self
                 .answers
                 .delivery
                 .offer_to_stream()
-                .map(|token| Offer::new(result.clone(), token, myself.clone())),
+                .map(|(token, claim)| {
+                    StreamOffer::new(Offer::new(result.clone(), token, myself.clone()), claim)
+                }),
             None => None,
         };
         let _ = reply.send(offer);

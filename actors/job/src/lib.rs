@@ -47,5 +47,6 @@ pub use messages::JobMsg;
 pub use messages::JobNotice;
 pub use messages::ShellRelease;
 pub use offer::Offer;
+pub use offer::StreamOffer;
 pub use record::FinishedRun;
 pub use record::JobRef;

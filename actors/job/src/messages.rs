@@ -18,6 +18,7 @@ use shellvisor_run::RunNotice;
 
 use crate::actor::JobArgs;
 use crate::offer::Offer;
+use crate::offer::StreamOffer;
 use crate::record::FinishedRun;
 
 /// Messages accepted by [`crate::Job`].
@@ -71,8 +72,10 @@ pub enum JobMsg {
     /// [`Offer`]: taking it is the result's delivery.
     Wait(RpcReplyPort<Result<Offer>>),
     /// The result for the session's completion stream, if the job has
-    /// finished, nobody took it and no offer of it is unsettled.
-    Claim(RpcReplyPort<Option<Offer>>),
+    /// finished, nobody took it and no offer of it is unsettled. A wait
+    /// that comes while it is on its way withdraws it (see
+    /// [`StreamOffer::take`]).
+    Claim(RpcReplyPort<Option<StreamOffer>>),
     /// From an [`Offer`]: its receiver took the result.
     Confirm(u64),
     /// From an [`Offer`]: it was dropped untaken.

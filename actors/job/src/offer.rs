@@ -1,6 +1,8 @@
 //! A finished job's result on its way to one receiver, settled exactly once.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU8;
+use std::sync::atomic::Ordering;
 
 use ractor::ActorRef;
 use shellvisor_protocol::RunResult;
@@ -55,6 +57,70 @@ impl Offer {
         } = self;
         receipt.settle(JobMsg::Confirm);
         Arc::unwrap_or_clone(result)
+    }
+}
+
+/// A finished job's result offered to the completion stream. Unlike a
+/// wait's [`Offer`], the job may withdraw it: a wait that comes while it is
+/// on its way takes the result instead, unless the stream's consumer took
+/// it first (see [`StreamClaim`]).
+#[derive(Debug)]
+pub struct StreamOffer {
+    offer: Offer,
+    claim: Arc<StreamClaim>,
+}
+
+impl StreamOffer {
+    pub(crate) fn new(offer: Offer, claim: Arc<StreamClaim>) -> Self {
+        StreamOffer { offer, claim }
+    }
+
+    /// The result, to look at before taking it.
+    pub fn result(&self) -> &RunResult {
+        self.offer.result()
+    }
+
+    /// Takes the result, or `None` if a wait has taken it meanwhile (the
+    /// job withdrew this offer; ask for the next completion).
+    pub fn take(self) -> Option<RunResult> {
+        let StreamOffer { mut offer, claim } = self;
+        if claim.take() {
+            Some(offer.take())
+        } else {
+            // Withdrawn: the job settled it already, nothing to tell it.
+            offer.receipt.job = None;
+            None
+        }
+    }
+}
+
+/// Who settled a stream offer first: its consumer taking it, or its job
+/// withdrawing it for a wait. The one atomic step both try decides it, so a
+/// result the stream returns was taken before any wait was answered with it
+/// (the job answers a wait only after it tried to withdraw).
+#[derive(Debug, Default)]
+pub(crate) struct StreamClaim(AtomicU8);
+
+impl StreamClaim {
+    const OPEN: u8 = 0;
+    const TAKEN: u8 = 1;
+    const WITHDRAWN: u8 = 2;
+
+    /// The consumer takes the result: whether it was first.
+    pub(crate) fn take(&self) -> bool {
+        self.settle(Self::TAKEN)
+    }
+
+    /// The job withdraws the offer: whether it was first (if not, the
+    /// consumer has the result and its confirmation is on its way).
+    pub(crate) fn withdraw(&self) -> bool {
+        self.settle(Self::WITHDRAWN)
+    }
+
+    fn settle(&self, to: u8) -> bool {
+        self.0
+            .compare_exchange(Self::OPEN, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 }
 

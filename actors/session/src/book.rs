@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use ractor::ActorId;
 use ractor::RpcReplyPort;
 use shellvisor_actor_job::JobRef;
-use shellvisor_actor_job::Offer;
+use shellvisor_actor_job::StreamOffer;
 use shellvisor_protocol::JobId;
 
 /// What the book needs of a job handle: its actor's id, while it has one.
@@ -35,7 +35,7 @@ pub(crate) struct BookPage<J> {
 }
 
 /// A consumer of the completion stream, waiting for the next result.
-pub(crate) type CompletionWaiter = RpcReplyPort<Offer>;
+pub(crate) type CompletionWaiter = RpcReplyPort<StreamOffer>;
 
 /// A session's retained jobs.
 #[derive(Debug)]
@@ -293,7 +293,10 @@ mod tests {
         book
     }
 
-    fn waiter() -> (CompletionWaiter, tokio::sync::oneshot::Receiver<Offer>) {
+    fn waiter() -> (
+        CompletionWaiter,
+        tokio::sync::oneshot::Receiver<StreamOffer>,
+    ) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         (RpcReplyPort::from(tx), rx)
     }

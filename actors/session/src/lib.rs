@@ -29,3 +29,4 @@ pub use actor::Session;
 pub use actor::SessionArgs;
 pub use messages::SessionMsg;
 pub use shellvisor_actor_job::Offer;
+pub use shellvisor_actor_job::StreamOffer;

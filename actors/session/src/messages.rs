@@ -3,6 +3,7 @@
 use ractor::RpcReplyPort;
 use shellvisor_actor_job::JobNotice;
 use shellvisor_actor_job::Offer;
+use shellvisor_actor_job::StreamOffer;
 use shellvisor_actor_pty::PtyCall;
 use shellvisor_actor_shell::ShellNotice;
 use shellvisor_protocol::JobId;
@@ -80,7 +81,7 @@ pub enum SessionMsg {
     },
     /// The next finished background job whose result nobody has taken
     /// (answered when one finishes), as an offer to take.
-    NextCompletion(RpcReplyPort<Offer>),
+    NextCompletion(RpcReplyPort<StreamOffer>),
     /// A standby shell may be due (sent by the Session's own timer).
     PrepareStandby,
     /// The idle limit may have passed (sent by the Session's own timer).

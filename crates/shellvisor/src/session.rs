@@ -422,8 +422,14 @@ impl Session {
         if let Some(remote) = self.forwarded()? {
             return remote.next_completion().await;
         }
-        let offer = self.call(SessionMsg::NextCompletion, None).await?;
-        Ok(offer.take())
+        loop {
+            let offer = self.call(SessionMsg::NextCompletion, None).await?;
+            // `None`: a wait took this result while its offer was on its
+            // way here; the stream moves on to the next one.
+            if let Some(result) = offer.take() {
+                return Ok(result);
+            }
+        }
     }
 
     /// Starts `request` on a pseudo-terminal as a background job (it needs
