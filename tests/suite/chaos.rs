@@ -327,14 +327,14 @@ async fn chaos_soak_loses_nothing_and_leaves_nothing() {
             loop {
                 match session.next_completion().await {
                     Ok(result) => {
+                        // Timed before anything else here (the lock below is
+                        // shared with every call's task).
+                        let at = Instant::now();
                         let found = tokens(&result.output)
                             .into_iter()
                             .map(str::to_owned)
                             .collect();
-                        streamed
-                            .lock()
-                            .unwrap()
-                            .push((result.job_id, Instant::now(), found));
+                        streamed.lock().unwrap().push((result.job_id, at, found));
                     }
                     Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
                 }
