@@ -63,7 +63,7 @@ impl Offer {
 /// A finished job's result offered to the completion stream. Unlike a
 /// wait's [`Offer`], the job may withdraw it: a wait that comes while it is
 /// on its way takes the result instead, unless the stream's consumer took
-/// it first (see [`StreamClaim`]).
+/// it first (one atomic step, shared with the job, decides which).
 #[derive(Debug)]
 pub struct StreamOffer {
     offer: Offer,
