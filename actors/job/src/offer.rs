@@ -1,7 +1,7 @@
 //! A finished job's result on its way to one receiver, settled exactly once.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU8;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 
 use ractor::ActorRef;
@@ -75,11 +75,6 @@ impl StreamOffer {
         StreamOffer { offer, claim }
     }
 
-    /// The result, to look at before taking it.
-    pub fn result(&self) -> &RunResult {
-        self.offer.result()
-    }
-
     /// Takes the result, or `None` if a wait has taken it meanwhile (the
     /// job withdrew this offer; ask for the next completion).
     pub fn take(self) -> Option<RunResult> {
@@ -99,28 +94,23 @@ impl StreamOffer {
 /// result the stream returns was taken before any wait was answered with it
 /// (the job answers a wait only after it tried to withdraw).
 #[derive(Debug, Default)]
-pub(crate) struct StreamClaim(AtomicU8);
+pub(crate) struct StreamClaim(AtomicBool);
 
 impl StreamClaim {
-    const OPEN: u8 = 0;
-    const TAKEN: u8 = 1;
-    const WITHDRAWN: u8 = 2;
-
     /// The consumer takes the result: whether it was first.
     pub(crate) fn take(&self) -> bool {
-        self.settle(Self::TAKEN)
+        self.settle_first()
     }
 
     /// The job withdraws the offer: whether it was first (if not, the
     /// consumer has the result and its confirmation is on its way).
     pub(crate) fn withdraw(&self) -> bool {
-        self.settle(Self::WITHDRAWN)
+        self.settle_first()
     }
 
-    fn settle(&self, to: u8) -> bool {
-        self.0
-            .compare_exchange(Self::OPEN, to, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+    /// Settles the claim: whether nobody had.
+    fn settle_first(&self) -> bool {
+        !self.0.swap(true, Ordering::AcqRel)
     }
 }
 
