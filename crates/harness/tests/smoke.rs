@@ -41,6 +41,8 @@ async fn a_tiny_run_reports_every_figure() {
         "warm `true` round trip p50, against the protocol alone plus the hops alone",
         "a run's actor hops alone (stand-ins, no shell) p50, on one CPU",
         "warm `true` round trip p50, on one CPU, against the protocol alone plus the hops alone",
+        "shell protocol alone, `true` p50, shells on one CPU and the driver on another",
+        "warm `true` round trip p50, shells on one CPU and the runtime on another, against the protocol alone placed so",
         "5 sessions x 2 commands, throughput against the protocol alone",
         "1 MB stream into Sink + artifact",
         "timeout: reply after the deadline (worst)",
