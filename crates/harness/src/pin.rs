@@ -66,22 +66,24 @@ pub(crate) struct PinnedApart {
 
 impl PinnedApart {
     /// Holds every current thread on the CPU this thread runs on; the
-    /// children's CPU is another one this process may use.
+    /// children's CPU is another one this process may use. `None` when it
+    /// may use only one.
     ///
     /// # Errors
-    /// When this process may use only one CPU, or a mask cannot be set.
-    pub(crate) fn current() -> io::Result<Self> {
+    /// When a mask cannot be read or set.
+    pub(crate) fn current() -> io::Result<Option<Self>> {
         let before = sched_getaffinity(None)?;
         let own = rustix::thread::sched_getcpu();
-        let children = (0..CpuSet::MAX_CPU)
-            .find(|&cpu| cpu != own && before.is_set(cpu))
-            .ok_or_else(|| io::Error::other("only one CPU is available"))?;
+        let Some(children) = (0..CpuSet::MAX_CPU).find(|&cpu| cpu != own && before.is_set(cpu))
+        else {
+            return Ok(None);
+        };
         set_every_thread(&only(own))?;
-        Ok(Self {
+        Ok(Some(Self {
             before,
             own,
             children,
-        })
+        }))
     }
 
     /// Holds every process this one started, and theirs, on the children's
@@ -198,7 +200,7 @@ mod tests {
             .spawn()
             .unwrap();
         {
-            let apart = PinnedApart::current().unwrap();
+            let apart = PinnedApart::current().unwrap().unwrap();
             assert_ne!(apart.own_cpu(), apart.children_cpu());
             let own = sched_getaffinity(None).unwrap();
             assert_eq!(own.count(), 1);
