@@ -192,19 +192,16 @@ async fn one_cpu(report: &mut Report, round_trips: usize) -> std::io::Result<()>
     let cpu = pinned.cpu();
     drop(pinned);
     let (lib, protocol, hops) = measured?;
-    report.add(time(
-        "shell protocol alone, `true` p50, on one CPU",
-        us(protocol.p50()),
-        None,
-        None,
-    ));
-    let ratio = lib.p50().as_secs_f64() / protocol.p50().as_secs_f64();
-    report.add(time(
-        "warm `true` round trip p50 on one CPU, against the protocol alone on it",
-        us(lib.p50()),
-        Some(("shell protocol alone on one CPU p50", us(protocol.p50()))),
-        Some(("p50 <= 1.3x protocol alone".to_owned(), ratio <= 1.3)),
-    ));
+    add_placed_figures(
+        report,
+        Placement {
+            protocol: "shell protocol alone, `true` p50, on one CPU",
+            library: "warm `true` round trip p50 on one CPU, against the protocol alone on it",
+            baseline: "shell protocol alone on one CPU p50",
+        },
+        &lib,
+        &protocol,
+    );
     add_hop_figures(report, ", on one CPU", &lib, &protocol, &hops);
     report.notes.push(format!(
         "one-CPU figures: this process's threads and its shells held on CPU {cpu}"
@@ -249,23 +246,44 @@ async fn apart(report: &mut Report, round_trips: usize) -> std::io::Result<()> {
     let (own, children) = (apart.own_cpu(), apart.children_cpu());
     drop(apart);
     let (lib, protocol) = measured?;
-    report.add(time(
-        "shell protocol alone, `true` p50, shells on one CPU and the driver on another",
-        us(protocol.p50()),
-        None,
-        None,
-    ));
-    let ratio = lib.p50().as_secs_f64() / protocol.p50().as_secs_f64();
-    report.add(time(
-        "warm `true` round trip p50, shells on one CPU and the runtime on another, against the protocol alone placed so",
-        us(lib.p50()),
-        Some(("shell protocol alone placed so p50", us(protocol.p50()))),
-        Some(("p50 <= 1.3x protocol alone".to_owned(), ratio <= 1.3)),
-    ));
+    add_placed_figures(
+        report,
+        Placement {
+            protocol: "shell protocol alone, `true` p50, shells on one CPU and the driver on another",
+            library: "warm `true` round trip p50, shells on one CPU and the runtime on another, against the protocol alone placed so",
+            baseline: "shell protocol alone placed so p50",
+        },
+        &lib,
+        &protocol,
+    );
     report.notes.push(format!(
         "figures with shells on one CPU and the runtime on another: this process's threads on CPU {own}, its shells on CPU {children}"
     ));
     Ok(())
+}
+
+/// The names of a placement's figures (see [`add_placed_figures`]).
+struct Placement {
+    /// The protocol alone's p50, placed so.
+    protocol: &'static str,
+    /// The library's p50 against it.
+    library: &'static str,
+    /// The protocol alone as the library's baseline.
+    baseline: &'static str,
+}
+
+/// The protocol alone's warm `true` p50 with the threads and shells held in
+/// one placement, and the library's held the same way against it, with the
+/// 1.3x target.
+fn add_placed_figures(report: &mut Report, names: Placement, lib: &Samples, protocol: &Samples) {
+    report.add(time(names.protocol, us(protocol.p50()), None, None));
+    let ratio = lib.p50().as_secs_f64() / protocol.p50().as_secs_f64();
+    report.add(time(
+        names.library,
+        us(lib.p50()),
+        Some((names.baseline, us(protocol.p50()))),
+        Some(("p50 <= 1.3x protocol alone".to_owned(), ratio <= 1.3)),
+    ));
 }
 
 /// The hops alone (`hops_floor`), and the library against the protocol
